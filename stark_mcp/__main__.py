@@ -1,0 +1,4 @@
+from stark_mcp.cli import main
+
+if __name__ == "__main__":
+    main()

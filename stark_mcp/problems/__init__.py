@@ -1,0 +1,7 @@
+"""KernelBench-style problems: the record and the loaders."""
+
+from stark_mcp.problems.errors import ProblemError
+from stark_mcp.problems.loading import load_problem, problem_from_source
+from stark_mcp.problems.record import Problem
+
+__all__ = ["Problem", "ProblemError", "load_problem", "problem_from_source"]

@@ -1,0 +1,137 @@
+"""Find a problem by path, JSONL entry or KernelBench checkout, and check its shape.
+
+Static checks only: the source must parse and define ``Model``, ``get_inputs`` and
+``get_init_inputs`` at top level. Whether it imports and runs is checked by the
+evaluator's trusted reference process, which reports through ``ProblemError`` too.
+
+Accepted specs:
+  ``path/to/problem.py``
+  ``path/to/problems.jsonl:LEVEL/ID`` or ``:LEVEL/NAME`` (e.g. ``problems.jsonl:1/19``)
+  ``path/to/KernelBench:LEVEL/ID`` (a checkout; files ``KernelBench/level{L}/{ID}_*.py``)
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+from pathlib import Path
+
+from stark_mcp.problems.errors import ProblemError
+from stark_mcp.problems.record import Problem
+
+REQUIRED_NAMES = ("Model", "get_inputs", "get_init_inputs")
+_SELECTOR = re.compile(r"^(?P<level>\d+)/(?P<key>[^/]+)$")
+
+
+def check_source(source: str, label: str) -> None:
+    """Raise ProblemError unless ``source`` parses and defines the required names."""
+    try:
+        tree = ast.parse(source, filename=label)
+    except SyntaxError as exc:
+        raise ProblemError(
+            f"{label}: syntax error at line {exc.lineno}: {exc.msg}"
+            + (f"\n    {exc.text.rstrip()}" if exc.text else "")
+        ) from None
+    defined: set[str] = set()
+    for stmt in tree.body:
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            defined.add(stmt.name)
+        elif isinstance(stmt, ast.Assign):
+            defined.update(t.id for t in stmt.targets if isinstance(t, ast.Name))
+        elif isinstance(stmt, (ast.Import, ast.ImportFrom)):
+            defined.update((a.asname or a.name).split(".")[0] for a in stmt.names)
+    missing = [n for n in REQUIRED_NAMES if n not in defined]
+    if missing:
+        raise ProblemError(
+            f"{label}: missing {', '.join(missing)}; a problem defines class Model(nn.Module), "
+            "get_inputs() returning the forward arguments and get_init_inputs() returning the "
+            "constructor arguments"
+        )
+
+
+def problem_from_source(source: str, name: str | None = None, origin: str = "<source>") -> Problem:
+    """A problem given as text (the MCP ``create_run`` path)."""
+    label = name or "problem"
+    check_source(source, label)
+    return Problem(name=label, source=source, origin=origin)
+
+
+def load_problem(spec: str) -> Problem:
+    """Load a problem from any supported spec; errors name the spec and what is wrong."""
+    path_part, _, selector = spec.rpartition(":") if _looks_selected(spec) else (spec, "", "")
+    path = Path(path_part).expanduser()
+    if not path.exists():
+        raise ProblemError(f"no such problem file or directory: {path_part}")
+    if path.is_dir():
+        if not selector:
+            raise ProblemError(f"{spec}: a KernelBench checkout needs LEVEL/ID, e.g. {spec}:1/19")
+        return _from_checkout(path, selector, spec)
+    if path.suffix == ".jsonl":
+        if not selector:
+            raise ProblemError(f"{spec}: a JSONL file needs LEVEL/ID or LEVEL/NAME, e.g. {spec}:1/19")
+        return _from_jsonl(path, selector, spec)
+    if selector:
+        raise ProblemError(f"{spec}: a selector only applies to a .jsonl file or a KernelBench checkout")
+    try:
+        source = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ProblemError(f"cannot read {path}: {exc}") from None
+    check_source(source, str(path))
+    return Problem(name=path.stem, source=source, origin=str(path.resolve()))
+
+
+def _looks_selected(spec: str) -> bool:
+    head, sep, tail = spec.rpartition(":")
+    return bool(sep and head and _SELECTOR.match(tail))
+
+
+def _parse_selector(selector: str, spec: str) -> tuple[int, str]:
+    match = _SELECTOR.match(selector)
+    if not match:
+        raise ProblemError(f"{spec}: selector must be LEVEL/ID or LEVEL/NAME, got {selector!r}")
+    return int(match["level"]), match["key"]
+
+
+def _from_jsonl(path: Path, selector: str, spec: str) -> Problem:
+    level, key = _parse_selector(selector, spec)
+    with path.open(encoding="utf-8") as fh:
+        for lineno, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+                row_level, row_id, name, code = row["level"], row["problem_id"], row["name"], row["code"]
+            except (json.JSONDecodeError, KeyError, TypeError) as exc:
+                raise ProblemError(
+                    f"{path}:{lineno}: not a problem record {{level, problem_id, name, code}}: {exc}"
+                ) from None
+            if int(row_level) == level and key in (str(row_id), name):
+                check_source(code, f"{spec} ({name})")
+                return Problem(
+                    name=name, source=code, origin=f"{path.resolve()}:{level}/{row_id}",
+                    level=level, problem_id=int(row_id),
+                )
+    raise ProblemError(f"{spec}: no problem with level {level} and id or name {key!r} in {path}")
+
+
+def _from_checkout(root: Path, selector: str, spec: str) -> Problem:
+    level, key = _parse_selector(selector, spec)
+    candidates = [root / "KernelBench" / f"level{level}", root / f"level{level}"]
+    folder = next((c for c in candidates if c.is_dir()), None)
+    if folder is None:
+        raise ProblemError(f"{spec}: {root} has no KernelBench/level{level} folder")
+    matches = [
+        p for p in sorted(folder.glob("*.py"))
+        if p.stem == key or p.stem.split("_", 1)[0] == key
+    ]
+    if not matches:
+        raise ProblemError(f"{spec}: no problem {key!r} in {folder}")
+    found = matches[0]
+    source = found.read_text(encoding="utf-8")
+    check_source(source, str(found))
+    prefix = found.stem.split("_", 1)[0]
+    return Problem(
+        name=found.stem, source=source, origin=str(found.resolve()), level=level,
+        problem_id=int(prefix) if prefix.isdigit() else None,
+    )

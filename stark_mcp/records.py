@@ -1,0 +1,155 @@
+"""Typed records shared by every layer: the evaluator's verdicts and LLM usage.
+
+Pure data, no IO. The tree, store, server and orchestrator all speak these, so
+they live below every package that uses them.
+"""
+
+from __future__ import annotations
+
+import math
+from enum import StrEnum
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class Status(StrEnum):
+    """The evaluator's verdict vocabulary; part of the public JSON interface."""
+
+    PASSED = "passed"
+    BUILD_ERROR = "build_error"
+    LOAD_ERROR = "load_error"
+    RUNTIME_ERROR = "runtime_error"
+    TIMEOUT = "timeout"
+    WRONG_OUTPUT = "wrong_output"
+    REJECTED = "rejected"
+
+    @property
+    def is_bug(self) -> bool:
+        """A failed build, load, run or check: the search repairs these with debug."""
+        return self is not Status.PASSED
+
+
+class TimingStats(BaseModel):
+    """Per-call times of one timed callable, in milliseconds."""
+
+    model_config = ConfigDict(frozen=True)
+
+    median_ms: float
+    iqr_ms: float
+    mean_ms: float
+    min_ms: float
+    max_ms: float
+    samples: int
+    unit: str = "ms"
+
+
+class CorrectnessReport(BaseModel):
+    """What the comparison against the trusted reference found, over all trials."""
+
+    trials: int = 0
+    trials_passed: int = 0
+    max_abs_error: float | None = None
+    max_rel_error: float | None = None
+    rel_norm_error: float | None = Field(
+        None, description="worst ||out - ref64|| / ||ref64|| over trials and outputs"
+    )
+    tolerance: float | None = Field(None, description="rel-norm threshold of the precision contract")
+    allclose_1e2: bool | None = Field(None, description="KernelBench v0/v0.1 verdict, atol=rtol=1e-2")
+    allclose_1e4: bool | None = Field(None, description="KernelBench HEAD fp32 verdict, atol=rtol=1e-4")
+
+
+class Evaluation(BaseModel):
+    """The verdict on one candidate source for one problem on one device."""
+
+    status: Status
+    reason: str | None = Field(None, description="machine-readable reason code, e.g. shape, tolerance")
+    message: str = ""
+    logs: dict[str, str] = Field(default_factory=dict, description="trimmed logs by phase")
+    runtime: TimingStats | None = None
+    baselines: dict[str, TimingStats] = Field(default_factory=dict)
+    speedups: dict[str, float] = Field(default_factory=dict, description="baseline median / candidate median")
+    flags: list[str] = Field(default_factory=list)
+    correctness: CorrectnessReport | None = None
+    own_kernel_share: float | None = Field(
+        None, description="share of device time spent in the candidate's own kernels (GPU only)"
+    )
+    device: str = ""
+    device_name: str = ""
+    problem_hash: str = ""
+    source_hash: str = ""
+    settings_hash: str = ""
+    phase_seconds: dict[str, float] = Field(default_factory=dict)
+    cached: bool = False
+
+    @property
+    def passed(self) -> bool:
+        return self.status is Status.PASSED
+
+    @property
+    def score(self) -> float:
+        """Median runtime in ms when correct, +infinity otherwise (the paper's s(n))."""
+        if self.status is Status.PASSED and self.runtime is not None:
+            return self.runtime.median_ms
+        return math.inf
+
+
+class Usage(BaseModel):
+    """Tokens and cost of one or more LLM calls."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+    cost_usd: float = 0.0
+    calls: int = 0
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            input_tokens=self.input_tokens + other.input_tokens,
+            output_tokens=self.output_tokens + other.output_tokens,
+            cache_read_tokens=self.cache_read_tokens + other.cache_read_tokens,
+            cache_write_tokens=self.cache_write_tokens + other.cache_write_tokens,
+            cost_usd=self.cost_usd + other.cost_usd,
+            calls=self.calls + other.calls,
+        )
+
+
+class Action(StrEnum):
+    """How a node was made: the reference itself, plan+code, or debug of a failing parent."""
+
+    ROOT = "root"
+    PLAN = "plan"
+    DEBUG = "debug"
+
+
+class Node(BaseModel):
+    """One attempt in a run's tree. The root holds the reference module.
+
+    ``evaluation`` is always the server's own measurement; the root's is the
+    reference timed as a candidate (its score is the eager runtime).
+    """
+
+    id: str = Field(description="short id, unique within its run: n0 is the root, then n1, n2, ...")
+    run_id: str = ""
+    parent_id: str | None = None
+    seq: int = Field(0, description="creation order within the run; n<seq> is the id")
+    action: Action
+    plan: str | None = Field(None, description="the plan agent's advice and anchored scaffold")
+    source: str
+    evaluation: Evaluation | None = None
+    usage: Usage = Field(default_factory=Usage)
+    adherence: float | None = Field(None, description="share of changed lines inside anchored spans")
+    created_at: float = 0.0
+
+    @property
+    def status(self) -> Status | None:
+        return self.evaluation.status if self.evaluation is not None else None
+
+    @property
+    def score(self) -> float:
+        return self.evaluation.score if self.evaluation is not None else math.inf
+
+    @property
+    def has_bug(self) -> bool:
+        """Failed build, load, run or check: selection expands it with debug."""
+        return self.evaluation is not None and self.evaluation.status.is_bug
