@@ -1,0 +1,26 @@
+"""Durable persistence: the only package that touches SQLite.
+
+    async with await Store.open(path) as store:
+        run = await store.create_run(problem=..., device="cuda", policy={...}, budget=30, seed=0)
+        root = await store.add_node(run.id, parent_id=None, action=Action.ROOT, source=...)
+"""
+
+from stark_mcp.store.errors import NotFound, StoreError
+from stark_mcp.store.migrations import MIGRATIONS, Migration, apply_migrations
+from stark_mcp.store.records import ExchangeRecord, RunRecord, RunStats, RunStatus, StoredEvaluation
+from stark_mcp.store.store import Store, default_store_path
+
+__all__ = [
+    "MIGRATIONS",
+    "ExchangeRecord",
+    "Migration",
+    "NotFound",
+    "RunRecord",
+    "RunStats",
+    "RunStatus",
+    "Store",
+    "StoreError",
+    "StoredEvaluation",
+    "apply_migrations",
+    "default_store_path",
+]

@@ -1,0 +1,363 @@
+"""The durable store: runs, nodes, stand-alone evaluations and LLM exchanges in one SQLite file.
+
+Every write is its own short ``BEGIN IMMEDIATE`` transaction committed before the
+method returns, so a crash loses at most the call in flight, and another process
+sharing the file waits milliseconds, not the length of an attempt.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+import sqlite3
+import time
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import aiosqlite
+from pydantic import ValidationError
+
+from stark_mcp.config import Settings
+from stark_mcp.problems import Problem
+from stark_mcp.records import Action, Evaluation, Node, Status, TimingStats, Usage
+from stark_mcp.store import codec
+from stark_mcp.store.connection import connect, write_transaction
+from stark_mcp.store.errors import NotFound, StoreError
+from stark_mcp.store.ids import new_evaluation_id, new_run_id, node_id
+from stark_mcp.store.migrations import apply_migrations
+from stark_mcp.store.records import ExchangeRecord, RunRecord, RunStats, RunStatus, StoredEvaluation
+
+# Ids are random, so a clash is rare; retrying a few times makes it vanishingly so.
+_ID_ATTEMPTS = 16
+
+
+def default_store_path() -> Path:
+    """Where the database lives unless told otherwise: ``STARK_DB_PATH`` or ``<STARK_HOME>/stark.db``."""
+    return Settings.from_env().database
+
+
+class Store:
+    """One connection to the database; open with ``await Store.open(path)``."""
+
+    def __init__(self, conn: aiosqlite.Connection, path: Path, rng: random.Random) -> None:
+        self._conn = conn
+        self._lock = asyncio.Lock()
+        self._rng = rng
+        self.path = path
+
+    @classmethod
+    async def open(cls, path: Path | str, *, id_rng: random.Random | None = None) -> Store:
+        """Create the file and its folders if needed, bring the schema up to date, and connect.
+
+        ``id_rng`` draws run and evaluation ids; tests pass a seeded one to force clashes.
+        """
+        resolved = Path(path).expanduser()
+        conn = await connect(resolved)
+        try:
+            await apply_migrations(conn)
+        except sqlite3.DatabaseError as exc:
+            await conn.close()
+            raise StoreError(f"cannot use database {resolved}: {exc}") from None
+        except BaseException:
+            await conn.close()
+            raise
+        return cls(conn, resolved, id_rng or random.SystemRandom())
+
+    async def close(self) -> None:
+        await self._conn.close()
+
+    async def __aenter__(self) -> Store:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.close()
+
+    # ---- runs -------------------------------------------------------------------------------
+
+    async def create_run(
+        self,
+        *,
+        problem: Problem,
+        device: str,
+        strategy: str = "stark",
+        policy: dict[str, Any],
+        budget: int,
+        seed: int,
+        name: str | None = None,
+        config: dict[str, Any] | None = None,
+    ) -> RunRecord:
+        now = time.time()
+        run = RunRecord(
+            id=new_run_id(self._rng), name=name or problem.name, problem=problem, device=device,
+            strategy=strategy, policy=policy, budget=budget, seed=seed, config=config or {},
+            created_at=now, updated_at=now,
+        )
+        async with write_transaction(self._conn, self._lock):
+            for _ in range(_ID_ATTEMPTS):
+                if not await self._exists("SELECT 1 FROM runs WHERE id = ?", (run.id,)):
+                    break
+                run = run.model_copy(update={"id": new_run_id(self._rng)})
+            else:
+                raise StoreError(f"could not draw an unused run id in {_ID_ATTEMPTS} tries")
+            await self._insert("runs", codec.run_columns(run))
+        return run
+
+    async def get_run(self, run_id: str) -> RunRecord:
+        row = await self._one("SELECT * FROM runs WHERE id = ?", (run_id,))
+        if row is None:
+            raise NotFound(f"no run {run_id!r}")
+        return codec.run_from_row(row)
+
+    async def list_runs(self) -> list[RunRecord]:
+        """Newest first."""
+        rows = await self._all("SELECT * FROM runs ORDER BY created_at DESC, rowid DESC", ())
+        return [codec.run_from_row(row) for row in rows]
+
+    async def update_run(
+        self,
+        run_id: str,
+        *,
+        status: RunStatus | None = None,
+        baselines: dict[str, TimingStats] | None = None,
+        config: dict[str, Any] | None = None,
+    ) -> RunRecord:
+        """Set the given fields (``config`` replaces the whole dict) and bump ``updated_at``."""
+        async with write_transaction(self._conn, self._lock):
+            current = await self.get_run(run_id)
+            changes: dict[str, Any] = {"updated_at": max(time.time(), current.updated_at)}
+            if status is not None:
+                changes["status"] = status
+            if baselines is not None:
+                changes["baselines"] = baselines
+            if config is not None:
+                changes["config"] = config
+            # Re-validate so a bad status is refused here, not stored and found later.
+            try:
+                updated = RunRecord.model_validate({**current.model_dump(), **changes})
+            except ValidationError as exc:
+                raise StoreError(f"invalid update of run {run_id!r}: {exc}") from None
+            await self._conn.execute(
+                "UPDATE runs SET status = :status, baselines_json = :baselines_json,"
+                " config_json = :config_json, updated_at = :updated_at WHERE id = :id",
+                codec.run_columns(updated),
+            )
+        return updated
+
+    async def run_stats(self, run_id: str) -> RunStats:
+        await self._require_run(run_id)
+        counts = await self._one(
+            "SELECT COUNT(*) AS attempts, COALESCE(SUM(status = ?), 0) AS passed"
+            " FROM nodes WHERE run_id = ? AND action != 'root'",
+            (Status.PASSED.value, run_id),
+        )
+        best = await self._one(
+            "SELECT id, score FROM nodes WHERE run_id = ? AND action != 'root' AND status = ?"
+            " ORDER BY score, seq LIMIT 1",
+            (run_id, Status.PASSED.value),
+        )
+        assert counts is not None  # an aggregate always yields one row
+        return RunStats(
+            run_id=run_id,
+            attempts=counts["attempts"],
+            passed=counts["passed"],
+            best_node_id=best["id"] if best is not None else None,
+            best_score=codec.score_from_column(best["score"] if best is not None else None),
+        )
+
+    # ---- nodes ------------------------------------------------------------------------------
+
+    async def add_node(
+        self,
+        run_id: str,
+        *,
+        parent_id: str | None,
+        action: Action,
+        source: str,
+        plan: str | None = None,
+        evaluation: Evaluation | None = None,
+        usage: Usage | None = None,
+        adherence: float | None = None,
+    ) -> Node:
+        """Record one attempt and commit it; the id is ``n<seq>``, the root always ``n0``.
+
+        The root has no parent and a run has one; every other node's parent must exist in
+        the same run. The seq is read and used inside one write transaction, so concurrent
+        writers (coroutines or processes) get distinct, contiguous seqs.
+        """
+        action = Action(action)
+        if (action is Action.ROOT) != (parent_id is None):
+            raise StoreError(
+                "the root node has no parent" if action is Action.ROOT
+                else f"a {action.value} node needs a parent"
+            )
+        async with write_transaction(self._conn, self._lock):
+            await self._require_run(run_id)
+            if action is Action.ROOT:
+                if await self._exists("SELECT 1 FROM nodes WHERE run_id = ? AND action = 'root'", (run_id,)):
+                    raise StoreError(f"run {run_id!r} already has a root node")
+            elif not await self._node_exists(run_id, parent_id):
+                raise NotFound(f"no node {parent_id!r} in run {run_id!r}")
+            row = await self._one("SELECT COALESCE(MAX(seq), -1) + 1 FROM nodes WHERE run_id = ?", (run_id,))
+            assert row is not None  # an aggregate always yields one row
+            seq = row[0]
+            node = Node(
+                id=node_id(seq), run_id=run_id, parent_id=parent_id, seq=seq, action=action, plan=plan,
+                source=source, evaluation=evaluation, usage=usage or Usage(), adherence=adherence,
+                created_at=time.time(),
+            )
+            await self._insert("nodes", codec.node_columns(node))
+        return node
+
+    async def get_node(self, run_id: str, node_id: str) -> Node:
+        row = await self._one("SELECT * FROM nodes WHERE run_id = ? AND id = ?", (run_id, node_id))
+        if row is None:
+            await self._require_run(run_id)
+            raise NotFound(f"no node {node_id!r} in run {run_id!r}")
+        return codec.node_from_row(row)
+
+    async def nodes(self, run_id: str) -> list[Node]:
+        """Every node of the run in creation order."""
+        await self._require_run(run_id)
+        rows = await self._all("SELECT * FROM nodes WHERE run_id = ? ORDER BY seq", (run_id,))
+        return [codec.node_from_row(row) for row in rows]
+
+    async def count_nodes(self, run_id: str, *, exclude_root: bool = True) -> int:
+        """Attempts made so far (what the budget counts), or all nodes with ``exclude_root=False``."""
+        await self._require_run(run_id)
+        where = " AND action != 'root'" if exclude_root else ""
+        row = await self._one(f"SELECT COUNT(*) FROM nodes WHERE run_id = ?{where}", (run_id,))
+        assert row is not None  # an aggregate always yields one row
+        return int(row[0])
+
+    # ---- stand-alone evaluations ------------------------------------------------------------
+
+    async def save_evaluation(
+        self, run_id: str, source_hash: str, evaluation: Evaluation
+    ) -> StoredEvaluation:
+        stored = StoredEvaluation(
+            id=new_evaluation_id(self._rng), run_id=run_id, source_hash=source_hash,
+            evaluation=evaluation, created_at=time.time(),
+        )
+        async with write_transaction(self._conn, self._lock):
+            await self._require_run(run_id)
+            for _ in range(_ID_ATTEMPTS):
+                if not await self._exists("SELECT 1 FROM evaluations WHERE id = ?", (stored.id,)):
+                    break
+                stored = stored.model_copy(update={"id": new_evaluation_id(self._rng)})
+            else:
+                raise StoreError(f"could not draw an unused evaluation id in {_ID_ATTEMPTS} tries")
+            await self._insert("evaluations", {
+                "id": stored.id, "run_id": run_id, "source_hash": source_hash,
+                "evaluation_json": evaluation.model_dump_json(), "created_at": stored.created_at,
+            })
+        return stored
+
+    async def get_evaluation(self, evaluation_id: str) -> StoredEvaluation:
+        row = await self._one("SELECT * FROM evaluations WHERE id = ?", (evaluation_id,))
+        if row is None:
+            raise NotFound(f"no evaluation {evaluation_id!r}")
+        return codec.evaluation_from_row(row)
+
+    # ---- LLM exchanges ----------------------------------------------------------------------
+
+    async def log_exchange(
+        self,
+        *,
+        run_id: str,
+        node_id: str | None,
+        role: str,
+        model: str,
+        request: dict[str, Any],
+        reply: str,
+        usage: Usage,
+        error: str | None = None,
+    ) -> ExchangeRecord:
+        """Keep one LLM call; ``node_id`` may be None and set later with ``attach_exchanges``."""
+        created_at = time.time()
+        request_json = codec.to_json(request, "exchange request")
+        async with write_transaction(self._conn, self._lock):
+            await self._require_node(run_id, node_id)
+            cursor = await self._conn.execute(
+                "INSERT INTO exchanges (run_id, node_id, role, model, request_json, reply, usage_json,"
+                " error, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    run_id, node_id, role, model, request_json, reply, usage.model_dump_json(), error,
+                    created_at,
+                ),
+            )
+            exchange_id = cursor.lastrowid
+            await cursor.close()
+        assert exchange_id is not None  # set by every successful INSERT
+        return ExchangeRecord(
+            id=exchange_id, run_id=run_id, node_id=node_id, role=role, model=model,
+            request=json.loads(request_json), reply=reply, usage=usage, error=error, created_at=created_at,
+        )
+
+    async def attach_exchanges(self, run_id: str, exchange_ids: Sequence[int], node_id: str) -> None:
+        """Link exchanges logged before their node existed to that node, all or none."""
+        wanted = sorted(set(exchange_ids))
+        if not wanted:
+            return
+        async with write_transaction(self._conn, self._lock):
+            await self._require_node(run_id, node_id)
+            marks = ", ".join("?" for _ in wanted)
+            rows = await self._all(
+                f"SELECT id FROM exchanges WHERE run_id = ? AND id IN ({marks})", (run_id, *wanted)
+            )
+            missing = sorted(set(wanted) - {row["id"] for row in rows})
+            if missing:
+                raise NotFound(f"no exchange {missing[0]} in run {run_id!r}")
+            await self._conn.execute(
+                f"UPDATE exchanges SET node_id = ? WHERE run_id = ? AND id IN ({marks})",
+                (node_id, run_id, *wanted),
+            )
+
+    async def exchanges(self, run_id: str, node_id: str | None = None) -> list[ExchangeRecord]:
+        """The run's exchanges in the order they were logged; only one node's when ``node_id`` is given."""
+        if node_id is None:
+            await self._require_run(run_id)
+            rows = await self._all("SELECT * FROM exchanges WHERE run_id = ? ORDER BY id", (run_id,))
+        else:
+            await self._require_node(run_id, node_id)
+            rows = await self._all(
+                "SELECT * FROM exchanges WHERE run_id = ? AND node_id = ? ORDER BY id", (run_id, node_id)
+            )
+        return [codec.exchange_from_row(row) for row in rows]
+
+    # ---- helpers ----------------------------------------------------------------------------
+
+    async def _require_run(self, run_id: str) -> None:
+        if not await self._exists("SELECT 1 FROM runs WHERE id = ?", (run_id,)):
+            raise NotFound(f"no run {run_id!r}")
+
+    async def _require_node(self, run_id: str, node_id: str | None) -> None:
+        """NotFound unless the run exists and, when a node is named, the node is in it."""
+        if node_id is None:
+            await self._require_run(run_id)
+        elif not await self._node_exists(run_id, node_id):
+            await self._require_run(run_id)
+            raise NotFound(f"no node {node_id!r} in run {run_id!r}")
+
+    async def _node_exists(self, run_id: str, node_id: str | None) -> bool:
+        return await self._exists("SELECT 1 FROM nodes WHERE run_id = ? AND id = ?", (run_id, node_id))
+
+    async def _one(self, sql: str, params: Iterable[Any]) -> sqlite3.Row | None:
+        async with self._conn.execute(sql, tuple(params)) as cur:
+            return await cur.fetchone()
+
+    async def _all(self, sql: str, params: Iterable[Any]) -> list[sqlite3.Row]:
+        async with self._conn.execute(sql, tuple(params)) as cur:
+            return list(await cur.fetchall())
+
+    async def _exists(self, sql: str, params: Iterable[Any]) -> bool:
+        return await self._one(sql, params) is not None
+
+    async def _insert(self, table: str, columns: dict[str, Any]) -> None:
+        names = ", ".join(columns)
+        marks = ", ".join(f":{name}" for name in columns)
+        await self._conn.execute(f"INSERT INTO {table} ({names}) VALUES ({marks})", columns)
