@@ -1,0 +1,33 @@
+"""The pure STARK search: the tree of attempts, selection policies, context windows, leaderboard.
+
+No IO, no asyncio, no SDKs. Every random choice comes from a ``random.Random`` the caller
+passes in (``step_rng(seed, step)`` for a run), so a run is reproducible from its seed.
+Anchor parsing for plans lives in ``stark_mcp.tree.anchors``.
+"""
+
+from stark_mcp.tree.config import PolicyConfig, PolicyName, Role, Selection
+from stark_mcp.tree.eligibility import eligible, is_dead
+from stark_mcp.tree.errors import AnchorError, NothingEligible, TreeError
+from stark_mcp.tree.leaderboard import leaderboard
+from stark_mcp.tree.policies import select
+from stark_mcp.tree.seeding import step_rng
+from stark_mcp.tree.structure import Tree
+from stark_mcp.tree.windows import context_window, window_candidates
+
+__all__ = [
+    "AnchorError",
+    "NothingEligible",
+    "PolicyConfig",
+    "PolicyName",
+    "Role",
+    "Selection",
+    "Tree",
+    "TreeError",
+    "context_window",
+    "eligible",
+    "is_dead",
+    "leaderboard",
+    "select",
+    "step_rng",
+    "window_candidates",
+]
