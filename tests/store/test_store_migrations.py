@@ -1,0 +1,95 @@
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import aiosqlite
+import pytest
+
+from stark_mcp.store import MIGRATIONS, Migration, Store, StoreError, apply_migrations, default_store_path
+
+pytestmark = pytest.mark.anyio
+
+EXTRA = Migration(2, "a later schema change", ("CREATE TABLE tags (run_id TEXT NOT NULL, tag TEXT NOT NULL)",))
+
+
+def recorded(path: Path) -> list[tuple[int, float]]:
+    with sqlite3.connect(path) as raw:
+        return raw.execute("SELECT number, applied_at FROM schema_migrations ORDER BY number").fetchall()
+
+
+async def test_open_creates_folders_and_records_migrations_once(db_path: Path) -> None:
+    assert not db_path.parent.exists()
+    async with await Store.open(db_path):
+        pass
+    first = recorded(db_path)
+    assert [n for n, _ in first] == [m.number for m in MIGRATIONS]
+    async with await Store.open(db_path):
+        pass
+    assert recorded(db_path) == first  # reopening applied nothing again
+
+
+async def test_apply_is_idempotent_and_applies_only_what_is_new(tmp_path: Path) -> None:
+    path = tmp_path / "m.db"
+    async with aiosqlite.connect(path, isolation_level=None) as conn:
+        assert await apply_migrations(conn, MIGRATIONS) == [1]
+        assert await apply_migrations(conn, MIGRATIONS) == []
+        assert await apply_migrations(conn, (*MIGRATIONS, EXTRA)) == [2]
+        assert await apply_migrations(conn, (*MIGRATIONS, EXTRA)) == []
+    with sqlite3.connect(path) as raw:
+        tables = {r[0] for r in raw.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    assert {"runs", "nodes", "evaluations", "exchanges", "tags", "schema_migrations"} <= tables
+    assert [n for n, _ in recorded(path)] == [1, 2]
+
+
+async def test_a_failing_migration_leaves_the_previous_schema(tmp_path: Path) -> None:
+    path = tmp_path / "m.db"
+    broken = Migration(2, "half good", ("CREATE TABLE half (x)", "CREATE TABLE runs (x)"))
+    async with aiosqlite.connect(path, isolation_level=None) as conn:
+        await apply_migrations(conn, MIGRATIONS)
+        with pytest.raises(sqlite3.OperationalError, match="already exists"):
+            await apply_migrations(conn, (*MIGRATIONS, broken))
+        assert not conn.in_transaction
+    with sqlite3.connect(path) as raw:
+        assert raw.execute("SELECT name FROM sqlite_master WHERE name = 'half'").fetchall() == []
+    assert [n for n, _ in recorded(path)] == [1]
+
+
+async def test_a_newer_database_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "m.db"
+    async with aiosqlite.connect(path, isolation_level=None) as conn:
+        await apply_migrations(conn, (*MIGRATIONS, EXTRA))
+    with pytest.raises(StoreError, match="schema version 2 but this stark-mcp knows only up to 1"):
+        await Store.open(path)
+
+
+async def test_migration_numbers_must_be_contiguous(tmp_path: Path) -> None:
+    async with aiosqlite.connect(tmp_path / "m.db", isolation_level=None) as conn:
+        with pytest.raises(StoreError, match="migration numbers"):
+            await apply_migrations(conn, (*MIGRATIONS, Migration(3, "skips 2", ("SELECT 1",))))
+
+
+async def test_connection_settings(db_path: Path) -> None:
+    async with await Store.open(db_path) as store:
+        conn = store._conn
+        values = {}
+        for pragma in ("journal_mode", "synchronous", "busy_timeout", "foreign_keys"):
+            async with conn.execute(f"PRAGMA {pragma}") as cur:
+                values[pragma] = (await cur.fetchone())[0]
+    assert values == {"journal_mode": "wal", "synchronous": 2, "busy_timeout": 5000, "foreign_keys": 1}
+
+
+async def test_a_file_that_is_not_a_database_is_a_store_error(tmp_path: Path) -> None:
+    path = tmp_path / "notes.db"
+    path.write_bytes(b"these are my notes, not a database" * 100)
+    with pytest.raises(StoreError, match="notes.db"):
+        await Store.open(path)
+
+
+def test_default_path_follows_the_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("STARK_DB_PATH", raising=False)
+    monkeypatch.delenv("STARK_DB", raising=False)
+    monkeypatch.setenv("STARK_HOME", str(tmp_path / "home"))
+    assert default_store_path() == tmp_path / "home" / "stark.db"
+    monkeypatch.setenv("STARK_DB_PATH", str(tmp_path / "elsewhere.db"))
+    assert default_store_path() == tmp_path / "elsewhere.db"
