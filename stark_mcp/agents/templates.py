@@ -1,0 +1,109 @@
+"""Find, read and fill the prompt templates.
+
+Templates are plain files using ``string.Template`` placeholders (``$name``), because
+the C++ braces in kernel examples would clash with ``str.format``. They are looked up
+first in ``$STARK_PROMPTS_DIR`` (a user's overrides, file by file), then in the
+packaged copy: ``stark_mcp/_prompts`` in an installed wheel, the repository's
+top-level ``prompts/`` in an editable install.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import string
+from pathlib import Path
+
+import stark_mcp
+from stark_mcp.agents.errors import AgentError
+
+PROMPTS_ENV = "STARK_PROMPTS_DIR"
+_PACKAGE = Path(stark_mcp.__file__).resolve().parent
+_TEMPLATE_NAME = re.compile(r"^[\w.-]+$")
+_BUILTIN_CANDIDATES = (_PACKAGE / "_prompts", _PACKAGE.parent / "prompts")
+
+
+def builtin_prompts_dir() -> Path:
+    """The packaged templates: the wheel's copy, else the source checkout's."""
+    for candidate in _BUILTIN_CANDIDATES:
+        if (candidate / "system.md").is_file():
+            return candidate
+    raise AgentError(
+        "cannot find the prompt templates: looked in "
+        + " and ".join(str(c) for c in _BUILTIN_CANDIDATES)
+        + f"; reinstall stark-mcp or set {PROMPTS_ENV} to a folder holding them"
+    )
+
+
+def override_dir() -> Path | None:
+    """The user's override folder from ``$STARK_PROMPTS_DIR``, checked to exist."""
+    value = os.environ.get(PROMPTS_ENV, "").strip()
+    if not value:
+        return None
+    path = Path(value).expanduser()
+    if not path.is_dir():
+        raise AgentError(f"{PROMPTS_ENV}={value} is not a directory")
+    return path
+
+
+def template_path(name: str) -> Path:
+    """Where template ``name`` (a file name such as ``plan.md``) is read from."""
+    if not _TEMPLATE_NAME.match(name) or name.startswith("."):
+        raise AgentError(f"bad template name {name!r}: give a file name inside the prompts folder")
+    custom = override_dir()
+    if custom is not None and (custom / name).is_file():
+        return custom / name
+    path = builtin_prompts_dir() / name
+    if not path.is_file():
+        raise AgentError(f"no prompt template {name!r} in {path.parent}")
+    return path
+
+
+def load_template(name: str) -> str:
+    """The raw text of template ``name``, without a trailing newline."""
+    path = template_path(name)
+    try:
+        return path.read_text(encoding="utf-8").rstrip("\n")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise AgentError(f"cannot read prompt template {path}: {exc}") from None
+
+
+def fill(name: str, **values: str) -> str:
+    """Template ``name`` with every ``$placeholder`` replaced; a missing value is an error.
+
+    Values may hold ``$`` freely: substitution is not applied to them again.
+    """
+    text = load_template(name)
+    try:
+        return string.Template(text).substitute(values)
+    except KeyError as exc:
+        key = exc.args[0]
+        raise AgentError(
+            f"prompt template {template_path(name)} uses ${key}, which is not provided here; "
+            f"available placeholders: {', '.join('$' + k for k in sorted(values)) or 'none'}"
+        ) from None
+    except ValueError:
+        line = _bad_placeholder_line(text)
+        raise AgentError(
+            f"prompt template {template_path(name)} line {line}: a '$' that starts no valid "
+            "placeholder; write $$ for a literal dollar sign"
+        ) from None
+
+
+def placeholders(name: str) -> set[str]:
+    """The placeholder names template ``name`` uses (for documentation and checks)."""
+    text = load_template(name)
+    found: set[str] = set()
+    for match in string.Template.pattern.finditer(text):
+        key = match.group("named") or match.group("braced")
+        if key:
+            found.add(key)
+    return found
+
+
+def _bad_placeholder_line(text: str) -> int:
+    for match in string.Template.pattern.finditer(text):
+        if match.group("invalid") is not None:
+            return text.count("\n", 0, match.start("invalid")) + 1
+    return 0
+
