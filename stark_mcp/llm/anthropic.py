@@ -147,7 +147,9 @@ class AnthropicBackend:
     def _failure(self, exc: anthropic.APIError) -> LLMCallFailed:
         attempts = f"{self.max_retries + 1} attempts"
         if isinstance(exc, anthropic.APITimeoutError):
-            return LLMCallFailed(f"Anthropic API call timed out after {self.timeout_s:g}s per attempt ({attempts})")
+            return LLMCallFailed(
+                f"Anthropic API call timed out after {self.timeout_s:g}s per attempt ({attempts})"
+            )
         if isinstance(exc, anthropic.APIConnectionError):
             return LLMCallFailed(f"could not reach the Anthropic API at {self.base_url} ({attempts}): {exc}")
         assert isinstance(exc, anthropic.APIStatusError)

@@ -25,7 +25,9 @@ class LLMCallFailed(LLMError):
     ``authentication_error``, ...) when the body named one.
     """
 
-    def __init__(self, message: str, *, status_code: int | None = None, error_type: str | None = None) -> None:
+    def __init__(
+        self, message: str, *, status_code: int | None = None, error_type: str | None = None
+    ) -> None:
         super().__init__(message)
         self.status_code = status_code
         self.error_type = error_type

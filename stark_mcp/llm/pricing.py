@@ -39,7 +39,10 @@ class ModelPrice(BaseModel):
 def _family(input_usd: float, output_usd: float) -> ModelPrice:
     # Anthropic's cache pricing is a fixed multiple of the input price: reads 0.1x, 5-minute writes 1.25x.
     return ModelPrice(
-        input=input_usd, output=output_usd, cache_read=input_usd * 0.1, cache_write=input_usd * 1.25
+        input=input_usd,
+        output=output_usd,
+        cache_read=round(input_usd * 0.1, 6),
+        cache_write=round(input_usd * 1.25, 6),
     )
 
 

@@ -46,8 +46,10 @@ class ScriptedBackend:
         prices: PriceTable | None = None,
     ) -> None:
         self.model = model
-        self.prices = prices if prices is not None else PriceTable(
-            models={**DEFAULT_PRICES, "scripted": SCRIPTED_PRICE}
+        self.prices = (
+            prices
+            if prices is not None
+            else PriceTable(models={**DEFAULT_PRICES, "scripted": SCRIPTED_PRICE})
         )
         self.requests: list[LLMRequest] = []
         self._shared: deque[ScriptedReply] = deque(replies)
@@ -137,6 +139,8 @@ def load_scripted_replies(path: str | Path) -> list[tuple[str | None, str]]:
         try:
             line = _ReplyLine(text=entry) if isinstance(entry, str) else _ReplyLine.model_validate(entry)
         except ValidationError as exc:
-            raise LLMError(f"scripted reply {number} in {path} is not a string or {{text, role}}: {exc}") from exc
+            raise LLMError(
+                f"scripted reply {number} in {path} is not a string or {{text, role}}: {exc}"
+            ) from exc
         pairs.append((line.role, line.text))
     return pairs
