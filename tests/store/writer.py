@@ -11,14 +11,22 @@ import argparse
 import asyncio
 import sys
 import time
+from pathlib import Path
 
 from stark_mcp.records import Action, Evaluation, Status, TimingStats, Usage
 from stark_mcp.store import Store
 
 
-async def write(db: str, run_id: str, parent: str, count: int, tag: str, payload: int) -> None:
+async def write(
+    db: str, run_id: str, parent: str, count: int, tag: str, payload: int, go: Path | None, pause: float
+) -> None:
     filler = "# " + "x" * 78 + "\n"
     async with await Store.open(db) as store:
+        if go is not None:
+            # A start line, so that several writers really overlap instead of racing start-up.
+            print("ready", flush=True)
+            while not go.exists():
+                await asyncio.sleep(0.002)
         i = 0
         while count == 0 or i < count:
             source = f"# {tag} attempt {i}\n" + filler * (payload // len(filler))
@@ -35,6 +43,8 @@ async def write(db: str, run_id: str, parent: str, count: int, tag: str, payload
             )
             print(node.id, f"{time.perf_counter() - started:.4f}", flush=True)
             i += 1
+            if pause:
+                await asyncio.sleep(pause)
 
 
 def main() -> None:
@@ -45,8 +55,12 @@ def main() -> None:
     parser.add_argument("--count", type=int, default=0)
     parser.add_argument("--tag", default="writer")
     parser.add_argument("--payload", type=int, default=0, help="bytes of filler in each source")
+    parser.add_argument("--go", type=Path, help="print 'ready', then wait for this file to exist")
+    parser.add_argument("--pause", type=float, default=0.0, help="seconds between writes (the 'work')")
     args = parser.parse_args()
-    asyncio.run(write(args.db, args.run, args.parent, args.count, args.tag, args.payload))
+    asyncio.run(
+        write(args.db, args.run, args.parent, args.count, args.tag, args.payload, args.go, args.pause)
+    )
     sys.exit(0)
 
 
