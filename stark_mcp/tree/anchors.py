@@ -15,7 +15,7 @@ import io
 from pydantic import BaseModel, Field
 
 from stark_mcp.tree.errors import AnchorError
-from stark_mcp.tree.pysource import LexError, Lexed, code_lines, lex, split_lines
+from stark_mcp.tree.pysource import Lexed, LexError, code_lines, lex, split_lines
 
 BEGIN_MARK = "<<<IMPROVE BEGIN>>>"
 END_MARK = "<<<IMPROVE END>>>"
@@ -67,7 +67,11 @@ def _marker_problem(lexed: Lexed, row: int, blanked: bool) -> str | None:
     if literal is not None:
         if stripped.startswith("//"):
             return None
-        if stripped.startswith("/*") and stripped.endswith("*/") and stripped.find("*/", 2) == len(stripped) - 2:
+        if (
+            stripped.startswith("/*")
+            and stripped.endswith("*/")
+            and stripped.find("*/", 2) == len(stripped) - 2
+        ):
             return None
         if stripped.startswith("#"):
             return (
@@ -120,7 +124,7 @@ def _spans(scaffold_lines: list[str], marker_rows: list[int]) -> tuple[list[Span
                     (
                         row,
                         f"scaffold line {row}: BEGIN while the span opened at line {open_row} is still "
-                    f"open; spans cannot nest, so add `{END_MARK}` before line {row}.",
+                        f"open; spans cannot nest, so add `{END_MARK}` before line {row}.",
                     )
                 )
             open_row = row
@@ -160,7 +164,7 @@ def _drift(scaffold_lexed: Lexed, base_source: str) -> tuple[int | None, str] | 
         "Apart from comments and marker lines the scaffold must repeat the selected node's source "
         "exactly; mark where the change goes and leave the new code to the code agent."
     )
-    for (row, mine), (base_row, original) in zip(ours, theirs):
+    for (row, mine), (base_row, original) in zip(ours, theirs, strict=False):
         if mine != original:
             return row, (
                 f"scaffold line {row} differs from the selected node's source at line {base_row}: "

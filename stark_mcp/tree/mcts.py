@@ -55,6 +55,12 @@ def widening_limit(visits: int, exponent: float) -> int:
     return math.ceil(visits**exponent)
 
 
+def uct(child_stats: tuple[int, float], log_parent_visits: float, c: float) -> float:
+    """Mean reward plus the exploration bonus c * sqrt(ln N(parent) / N(child))."""
+    visits, total = child_stats
+    return total / visits + c * math.sqrt(log_parent_visits / visits)
+
+
 def select_uct(tree: Tree, config: PolicyConfig) -> Selection:
     stats = subtree_stats(tree)
     node = tree.root
@@ -65,13 +71,8 @@ def select_uct(tree: Tree, config: PolicyConfig) -> Selection:
         if len(children) < widening_limit(visits, config.mcts_widen):
             break
         log_n = math.log(visits)
-
-        def uct(child: Node) -> float:
-            child_visits, child_total = stats[child.id]
-            return child_total / child_visits + config.mcts_c * math.sqrt(log_n / child_visits)
-
         # max by UCT, ties to the earliest child: negate seq so max() prefers the lower one.
-        node = max(children, key=lambda c: (uct(c), -c.seq))
+        node = max(children, key=lambda c: (uct(stats[c.id], log_n, config.mcts_c), -c.seq))
         path.append(node.id)
     visits, total = stats[node.id]
     return Selection(

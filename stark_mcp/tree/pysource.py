@@ -127,7 +127,9 @@ def code_lines(lexed: Lexed) -> list[tuple[int, str]]:
     Trailing whitespace is dropped; blank lines are skipped; indentation is kept (it is code).
     """
     lines = list(lexed.lines)
-    edits: list[tuple[Position, str, StringLiteral | None]] = [(pos, "comment", None) for pos in lexed.comments]
+    edits: list[tuple[Position, str, StringLiteral | None]] = [
+        (pos, "comment", None) for pos in lexed.comments
+    ]
     edits += [(s.start, "string", s) for s in lexed.strings if s.text is not None]
     # Right to left, so earlier columns on the same row stay valid after each edit.
     for pos, kind, literal in sorted(edits, key=lambda e: e[0], reverse=True):

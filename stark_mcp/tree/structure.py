@@ -58,7 +58,9 @@ class Tree:
                 frontier.append(child.id)
         if len(reached) != len(ordered):
             stray = sorted(set(by_id) - reached)
-            raise TreeError(f"nodes {', '.join(stray)} do not descend from the root {root.id} (a parent cycle)")
+            raise TreeError(
+                f"nodes {', '.join(stray)} do not descend from the root {root.id} (a parent cycle)"
+            )
 
         self._ordered: tuple[Node, ...] = tuple(ordered)
         self._by_id = by_id
