@@ -40,12 +40,18 @@ def default_store_path() -> Path:
 
 
 class Store:
-    """One connection to the database; open with ``await Store.open(path)``."""
+    """One connection to the database; open with ``await Store.open(path)``.
+
+    Safe to share between coroutines: one lock orders every use of the connection, so a
+    read never sees another coroutine's write before it commits. Other processes share
+    the file through SQLite's own locking.
+    """
 
     def __init__(self, conn: aiosqlite.Connection, path: Path, rng: random.Random) -> None:
         self._conn = conn
         self._lock = asyncio.Lock()
         self._rng = rng
+        self._closed = False
         self.path = path
 
     @classmethod
@@ -67,7 +73,11 @@ class Store:
         return cls(conn, resolved, id_rng or random.SystemRandom())
 
     async def close(self) -> None:
-        await self._conn.close()
+        """Close the connection; closing twice is harmless."""
+        if not self._closed:
+            self._closed = True
+            async with self._lock:
+                await self._conn.close()
 
     async def __aenter__(self) -> Store:
         return self
@@ -108,14 +118,13 @@ class Store:
         return run
 
     async def get_run(self, run_id: str) -> RunRecord:
-        row = await self._one("SELECT * FROM runs WHERE id = ?", (run_id,))
-        if row is None:
-            raise NotFound(f"no run {run_id!r}")
-        return codec.run_from_row(row)
+        async with self._lock:
+            return await self._fetch_run(run_id)
 
     async def list_runs(self) -> list[RunRecord]:
         """Newest first."""
-        rows = await self._all("SELECT * FROM runs ORDER BY created_at DESC, rowid DESC", ())
+        async with self._lock:
+            rows = await self._all("SELECT * FROM runs ORDER BY created_at DESC, rowid DESC", ())
         return [codec.run_from_row(row) for row in rows]
 
     async def update_run(
@@ -128,7 +137,7 @@ class Store:
     ) -> RunRecord:
         """Set the given fields (``config`` replaces the whole dict) and bump ``updated_at``."""
         async with write_transaction(self._conn, self._lock):
-            current = await self.get_run(run_id)
+            current = await self._fetch_run(run_id)
             changes: dict[str, Any] = {"updated_at": max(time.time(), current.updated_at)}
             if status is not None:
                 changes["status"] = status
@@ -149,17 +158,18 @@ class Store:
         return updated
 
     async def run_stats(self, run_id: str) -> RunStats:
-        await self._require_run(run_id)
-        counts = await self._one(
-            "SELECT COUNT(*) AS attempts, COALESCE(SUM(status = ?), 0) AS passed"
-            " FROM nodes WHERE run_id = ? AND action != 'root'",
-            (Status.PASSED.value, run_id),
-        )
-        best = await self._one(
-            "SELECT id, score FROM nodes WHERE run_id = ? AND action != 'root' AND status = ?"
-            " ORDER BY score, seq LIMIT 1",
-            (run_id, Status.PASSED.value),
-        )
+        async with self._lock:
+            await self._require_run(run_id)
+            counts = await self._one(
+                "SELECT COUNT(*) AS attempts, COALESCE(SUM(status = ?), 0) AS passed"
+                " FROM nodes WHERE run_id = ? AND action != 'root'",
+                (Status.PASSED.value, run_id),
+            )
+            best = await self._one(
+                "SELECT id, score FROM nodes WHERE run_id = ? AND action != 'root' AND status = ?"
+                " ORDER BY score, seq LIMIT 1",
+                (run_id, Status.PASSED.value),
+            )
         assert counts is not None  # an aggregate always yields one row
         return RunStats(
             run_id=run_id,
@@ -214,23 +224,26 @@ class Store:
         return node
 
     async def get_node(self, run_id: str, node_id: str) -> Node:
-        row = await self._one("SELECT * FROM nodes WHERE run_id = ? AND id = ?", (run_id, node_id))
-        if row is None:
-            await self._require_run(run_id)
-            raise NotFound(f"no node {node_id!r} in run {run_id!r}")
+        async with self._lock:
+            row = await self._one("SELECT * FROM nodes WHERE run_id = ? AND id = ?", (run_id, node_id))
+            if row is None:
+                await self._require_run(run_id)
+                raise NotFound(f"no node {node_id!r} in run {run_id!r}")
         return codec.node_from_row(row)
 
     async def nodes(self, run_id: str) -> list[Node]:
         """Every node of the run in creation order."""
-        await self._require_run(run_id)
-        rows = await self._all("SELECT * FROM nodes WHERE run_id = ? ORDER BY seq", (run_id,))
+        async with self._lock:
+            await self._require_run(run_id)
+            rows = await self._all("SELECT * FROM nodes WHERE run_id = ? ORDER BY seq", (run_id,))
         return [codec.node_from_row(row) for row in rows]
 
     async def count_nodes(self, run_id: str, *, exclude_root: bool = True) -> int:
         """Attempts made so far (what the budget counts), or all nodes with ``exclude_root=False``."""
-        await self._require_run(run_id)
         where = " AND action != 'root'" if exclude_root else ""
-        row = await self._one(f"SELECT COUNT(*) FROM nodes WHERE run_id = ?{where}", (run_id,))
+        async with self._lock:
+            await self._require_run(run_id)
+            row = await self._one(f"SELECT COUNT(*) FROM nodes WHERE run_id = ?{where}", (run_id,))
         assert row is not None  # an aggregate always yields one row
         return int(row[0])
 
@@ -258,7 +271,8 @@ class Store:
         return stored
 
     async def get_evaluation(self, evaluation_id: str) -> StoredEvaluation:
-        row = await self._one("SELECT * FROM evaluations WHERE id = ?", (evaluation_id,))
+        async with self._lock:
+            row = await self._one("SELECT * FROM evaluations WHERE id = ?", (evaluation_id,))
         if row is None:
             raise NotFound(f"no evaluation {evaluation_id!r}")
         return codec.evaluation_from_row(row)
@@ -299,7 +313,11 @@ class Store:
         )
 
     async def attach_exchanges(self, run_id: str, exchange_ids: Sequence[int], node_id: str) -> None:
-        """Link exchanges logged before their node existed to that node, all or none."""
+        """Link exchanges logged before their node existed to that node, all or none.
+
+        Attaching again to the same node is a no-op; moving an exchange to another node is
+        refused, since it would rewrite which attempt a prompt produced.
+        """
         wanted = sorted(set(exchange_ids))
         if not wanted:
             return
@@ -307,11 +325,14 @@ class Store:
             await self._require_node(run_id, node_id)
             marks = ", ".join("?" for _ in wanted)
             rows = await self._all(
-                f"SELECT id FROM exchanges WHERE run_id = ? AND id IN ({marks})", (run_id, *wanted)
+                f"SELECT id, node_id FROM exchanges WHERE run_id = ? AND id IN ({marks})", (run_id, *wanted)
             )
             missing = sorted(set(wanted) - {row["id"] for row in rows})
             if missing:
                 raise NotFound(f"no exchange {missing[0]} in run {run_id!r}")
+            for row in rows:
+                if row["node_id"] not in (None, node_id):
+                    raise StoreError(f"exchange {row['id']} already belongs to node {row['node_id']!r}")
             await self._conn.execute(
                 f"UPDATE exchanges SET node_id = ? WHERE run_id = ? AND id IN ({marks})",
                 (node_id, run_id, *wanted),
@@ -319,17 +340,23 @@ class Store:
 
     async def exchanges(self, run_id: str, node_id: str | None = None) -> list[ExchangeRecord]:
         """The run's exchanges in the order they were logged; only one node's when ``node_id`` is given."""
-        if node_id is None:
-            await self._require_run(run_id)
-            rows = await self._all("SELECT * FROM exchanges WHERE run_id = ? ORDER BY id", (run_id,))
-        else:
+        async with self._lock:
             await self._require_node(run_id, node_id)
-            rows = await self._all(
-                "SELECT * FROM exchanges WHERE run_id = ? AND node_id = ? ORDER BY id", (run_id, node_id)
-            )
+            if node_id is None:
+                rows = await self._all("SELECT * FROM exchanges WHERE run_id = ? ORDER BY id", (run_id,))
+            else:
+                rows = await self._all(
+                    "SELECT * FROM exchanges WHERE run_id = ? AND node_id = ? ORDER BY id", (run_id, node_id)
+                )
         return [codec.exchange_from_row(row) for row in rows]
 
-    # ---- helpers ----------------------------------------------------------------------------
+    # ---- helpers: callers hold the lock ------------------------------------------------------
+
+    async def _fetch_run(self, run_id: str) -> RunRecord:
+        row = await self._one("SELECT * FROM runs WHERE id = ?", (run_id,))
+        if row is None:
+            raise NotFound(f"no run {run_id!r}")
+        return codec.run_from_row(row)
 
     async def _require_run(self, run_id: str) -> None:
         if not await self._exists("SELECT 1 FROM runs WHERE id = ?", (run_id,)):

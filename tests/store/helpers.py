@@ -43,4 +43,6 @@ def passed(median_ms: float) -> Evaluation:
 
 
 def failed(status: Status = Status.BUILD_ERROR) -> Evaluation:
-    return Evaluation(status=status, reason="compile", message="error: expected ';'", logs={"build": "x.cu:3"})
+    return Evaluation(
+        status=status, reason="compile", message="error: expected ';'", logs={"build": "x.cu:3"}
+    )

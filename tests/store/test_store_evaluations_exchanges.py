@@ -5,6 +5,7 @@ from pathlib import Path
 
 import pytest
 
+from stark_mcp.problems import Problem
 from stark_mcp.records import Action, Status, Usage
 from stark_mcp.store import NotFound, RunRecord, Store, StoreError
 
@@ -70,7 +71,7 @@ async def test_exchange_logged_with_its_node(store: Store, root_run: RunRecord) 
     assert await store.exchanges(root_run.id, "n0") == [logged]
 
 
-async def test_attach_is_all_or_nothing(store: Store, root_run: RunRecord, problem) -> None:
+async def test_attach_is_all_or_nothing(store: Store, root_run: RunRecord, problem: Problem) -> None:
     run_id = root_run.id
     mine = await store.log_exchange(
         run_id=run_id, node_id=None, role="plan", model="m", request={}, reply="r", usage=Usage()
@@ -89,6 +90,22 @@ async def test_attach_is_all_or_nothing(store: Store, root_run: RunRecord, probl
         await store.attach_exchanges(run_id, [mine.id], "n7")
     assert await store.exchanges(run_id, "n1") == []
     assert (await store.exchanges(run_id))[0].node_id is None
+
+
+async def test_an_attached_exchange_stays_with_its_node(store: Store, root_run: RunRecord) -> None:
+    run_id = root_run.id
+    logged = await store.log_exchange(
+        run_id=run_id, node_id=None, role="code", model="m", request={}, reply="r", usage=Usage()
+    )
+    await store.add_node(run_id, parent_id="n0", action=Action.PLAN, source="a")
+    await store.add_node(run_id, parent_id="n0", action=Action.PLAN, source="b")
+    await store.attach_exchanges(run_id, [logged.id], "n1")
+    await store.attach_exchanges(run_id, [logged.id, logged.id], "n1")  # again, same node: no-op
+    with pytest.raises(StoreError, match=f"exchange {logged.id} already belongs to node 'n1'"):
+        await store.attach_exchanges(run_id, [logged.id], "n2")
+    assert [e.id for e in await store.exchanges(run_id, "n1")] == [logged.id]
+    assert await store.exchanges(run_id, "n2") == []
+    await store.attach_exchanges(run_id, [], "n2")  # nothing to do
 
 
 async def test_exchange_errors(store: Store, root_run: RunRecord) -> None:

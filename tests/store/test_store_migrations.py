@@ -10,7 +10,9 @@ from stark_mcp.store import MIGRATIONS, Migration, Store, StoreError, apply_migr
 
 pytestmark = pytest.mark.anyio
 
-EXTRA = Migration(2, "a later schema change", ("CREATE TABLE tags (run_id TEXT NOT NULL, tag TEXT NOT NULL)",))
+EXTRA = Migration(
+    2, "a later schema change", ("CREATE TABLE tags (run_id TEXT NOT NULL, tag TEXT NOT NULL)",)
+)
 
 
 def recorded(path: Path) -> list[tuple[int, float]]:

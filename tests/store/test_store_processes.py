@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from stark_mcp.problems import Problem
 from stark_mcp.records import Action
 from stark_mcp.store import RunRecord, Store
 
@@ -60,14 +61,14 @@ def integrity(db: Path) -> str:
         return raw.execute("PRAGMA integrity_check").fetchone()[0]
 
 
-async def new_run(db: Path, problem) -> RunRecord:
+async def new_run(db: Path, problem: Problem) -> RunRecord:
     async with await Store.open(db) as store:
         run = await store.create_run(problem=problem, device="cpu", policy={}, budget=500, seed=1)
         await store.add_node(run.id, parent_id=None, action=Action.ROOT, source=PROBLEM_SOURCE)
         return run
 
 
-async def test_kill_9_loses_nothing_committed_and_the_run_resumes(db_path: Path, problem) -> None:
+async def test_kill_9_loses_nothing_committed_and_the_run_resumes(db_path: Path, problem: Problem) -> None:
     run = await new_run(db_path, problem)
     # Large sources keep each transaction open for a few milliseconds, a target for the kill.
     writer = await start_writer(db_path, run.id, count=0, tag="doomed", payload=200_000)
@@ -109,14 +110,15 @@ async def test_kill_9_loses_nothing_committed_and_the_run_resumes(db_path: Path,
     assert all(n.source.startswith("# resumed") for n in nodes[-3:])
 
 
-async def test_two_processes_write_one_run_concurrently(db_path: Path, problem) -> None:
+async def test_two_processes_write_one_run_concurrently(db_path: Path, problem: Problem) -> None:
     run = await new_run(db_path, problem)
     go = db_path.with_name("go")
     # SQLite's lock is not fair: a writer committing in a tight loop can hold off another for its
     # whole loop. Real writers work (LLM calls, evaluations) between commits; a short pause
     # stands in for that work.
     writers = [
-        await start_writer(db_path, run.id, count=50, tag=tag, go=go, pause=0.004) for tag in ("server", "cli")
+        await start_writer(db_path, run.id, count=50, tag=tag, go=go, pause=0.004)
+        for tag in ("server", "cli")
     ]
     for writer in writers:
         assert writer.stdout is not None

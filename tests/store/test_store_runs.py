@@ -80,6 +80,15 @@ async def test_missing_runs_raise_not_found_naming_the_id(store: Store) -> None:
         await store.count_nodes("r-zzzzzz")
 
 
+async def test_close_is_idempotent_and_data_survives(db_path: Path, problem: Problem) -> None:
+    store = await Store.open(db_path)
+    run = await store.create_run(problem=problem, device="cpu", policy={}, budget=1, seed=0)
+    await store.close()
+    await store.close()
+    async with await Store.open(db_path) as again:
+        assert await again.get_run(run.id) == run
+
+
 async def test_colliding_run_ids_are_redrawn(db_path: Path, problem: Problem) -> None:
     # Two stores with the same seeded generator draw the same first id; the second must notice.
     async with await Store.open(db_path, id_rng=random.Random(5)) as first:
