@@ -1,0 +1,1 @@
+"""The application layer (RunService) and the headless search loop."""
