@@ -20,17 +20,17 @@ from stark_mcp.agents.errors import AgentError
 PROMPTS_ENV = "STARK_PROMPTS_DIR"
 _PACKAGE = Path(stark_mcp.__file__).resolve().parent
 _TEMPLATE_NAME = re.compile(r"^[\w.-]+$")
-_BUILTIN_CANDIDATES = (_PACKAGE / "_prompts", _PACKAGE.parent / "prompts")
 
 
-def builtin_prompts_dir() -> Path:
-    """The packaged templates: the wheel's copy, else the source checkout's."""
-    for candidate in _BUILTIN_CANDIDATES:
+def builtin_prompts_dir(package_dir: Path = _PACKAGE) -> Path:
+    """The packaged templates: the wheel's ``_prompts`` copy, else the source checkout's ``prompts/``."""
+    candidates = (package_dir / "_prompts", package_dir.parent / "prompts")
+    for candidate in candidates:
         if (candidate / "system.md").is_file():
             return candidate
     raise AgentError(
         "cannot find the prompt templates: looked in "
-        + " and ".join(str(c) for c in _BUILTIN_CANDIDATES)
+        + " and ".join(str(c) for c in candidates)
         + f"; reinstall stark-mcp or set {PROMPTS_ENV} to a folder holding them"
     )
 

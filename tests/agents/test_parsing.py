@@ -138,3 +138,12 @@ def test_code_blocks_handles_longer_fences_and_unclosed_tail() -> None:
     text = "````python\nprint('```')\n````\ntext\n```python\nx = 1\n"
     blocks = code_blocks(text)
     assert [(b.lang, b.code, b.closed) for b in blocks] == [("python", "print('```')", True), ("python", "x = 1\n", False)]
+
+
+def test_plan_on_the_reference_with_an_insertion_span() -> None:
+    # What plan.md asks for on the root: an empty span after the imports plus the replaced body.
+    scaffold = SCAFFOLD.replace(
+        "import torch.nn as nn\n", f"import torch.nn as nn\n# {BEGIN_MARK}\n# {END_MARK}\n", 1
+    )
+    parsed = parse_plan_reply(plan_reply(scaffold), REFERENCE)
+    assert parsed.spans == 2

@@ -74,3 +74,16 @@ def test_readme_lists_every_template() -> None:
     for name in SHIPPED:
         if name != "README.md":
             assert f"`{name}`" in readme, name
+
+
+def test_installed_layout_is_found_before_a_checkout(tmp_path: Path) -> None:
+    package = tmp_path / "site-packages" / "stark_mcp"
+    (package / "_prompts").mkdir(parents=True)
+    (package / "_prompts" / "system.md").write_text("installed\n")
+    assert builtin_prompts_dir(package) == package / "_prompts"
+    checkout = tmp_path / "repo" / "stark_mcp"
+    (tmp_path / "repo" / "prompts").mkdir(parents=True)
+    (tmp_path / "repo" / "prompts" / "system.md").write_text("checkout\n")
+    assert builtin_prompts_dir(checkout) == tmp_path / "repo" / "prompts"
+    with pytest.raises(AgentError, match=f"cannot find the prompt templates.*{PROMPTS_ENV}"):
+        builtin_prompts_dir(tmp_path / "empty" / "stark_mcp")
