@@ -165,3 +165,41 @@ async def test_two_processes_write_one_run_concurrently(db_path: Path, problem: 
     assert slowest < 2.0, f"an add_node waited {slowest:.2f}s for the other writer"
     assert elapsed < 10, f"two writers took {elapsed:.1f}s"
     assert reads > 0
+
+
+OPENER = """
+import asyncio, pathlib, sys, time
+from stark_mcp.store import Store
+
+async def main():
+    go = pathlib.Path(sys.argv[2])
+    print("ready", flush=True)
+    while not go.exists():
+        time.sleep(0.0005)
+    async with await Store.open(sys.argv[1]):
+        pass
+
+asyncio.run(main())
+"""
+
+
+async def test_processes_opening_a_fresh_file_at_once_migrate_it_once(tmp_path: Path) -> None:
+    db, go = tmp_path / "fresh.db", tmp_path / "go"
+    openers = [
+        await asyncio.create_subprocess_exec(
+            sys.executable, "-c", OPENER, str(db), str(go),
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        )
+        for _ in range(4)
+    ]
+    for opener in openers:
+        assert opener.stdout is not None
+        assert await asyncio.wait_for(opener.stdout.readline(), 30) == b"ready\n"
+    go.touch()
+    results = await asyncio.wait_for(asyncio.gather(*(o.communicate() for o in openers)), 30)
+    for opener, (_, err) in zip(openers, results):
+        assert opener.returncode == 0, err.decode()
+    with sqlite3.connect(db) as raw:
+        assert raw.execute("SELECT number FROM schema_migrations").fetchall() == [(1,)]
+        assert raw.execute("PRAGMA journal_mode").fetchone() == ("wal",)
+    assert integrity(db) == "ok"
