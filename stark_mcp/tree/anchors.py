@@ -47,9 +47,11 @@ def _shorten(text: str, limit: int = 100) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def _marker_problem(lexed: Lexed, row: int, blanked: bool) -> str | None:
-    """Why the marker on ``row`` is not a comment valid where it stands, or None if it is."""
-    line = lexed.lines[row - 1]
+def _marker_problem(line: str, row: int, lexed: Lexed, blanked: bool) -> str | None:
+    """Why the marker ``line`` (scaffold row ``row``) is not a comment valid where it stands, or None.
+
+    ``blanked``: ``lexed`` was made with marker lines emptied, so only whole-row facts hold.
+    """
     stripped = line.strip()
     mark = BEGIN_MARK if BEGIN_MARK in line else END_MARK
     where = f"scaffold line {row} (`{_shorten(line)}`)"
@@ -214,7 +216,7 @@ def validate_plan(scaffold: str, base_source: str) -> AnchoredPlan:
         )
     problems: list[tuple[int, str]] = []
     for row in marker_rows:
-        problem = _marker_problem(lexed, row, blanked)
+        problem = _marker_problem(scaffold_lines[row - 1], row, lexed, blanked)
         if problem is not None:
             problems.append((row, problem))
     spans, balance = _spans(scaffold_lines, marker_rows)

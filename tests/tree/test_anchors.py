@@ -12,6 +12,7 @@ from stark_mcp.tree.anchors import (
     strip_anchor_lines,
     validate_plan,
 )
+from stark_mcp.tree.pysource import LexError, lex
 
 BASE = '''import torch
 from torch.utils.cpp_extension import load_inline
@@ -258,3 +259,22 @@ def test_adherence_with_an_empty_insertion_span() -> None:
     plan = validate_plan("a = 1\n# <<<IMPROVE BEGIN>>>\n# <<<IMPROVE END>>>\nb = 2\n", "a = 1\nb = 2\n")
     assert adherence(plan, "a = 1\nnew = 0\nb = 2\n") == 1.0
     assert adherence(plan, "new = 0\na = 1\nb = 2\n") == 0.0
+
+
+def test_a_marker_that_breaks_indentation_is_still_named() -> None:
+    # Six spaces after an eight-space line: tokenize itself fails on this line.
+    scaffold = CUDA_AND_PY.replace("        # <<<IMPROVE END>>>", "      <<<IMPROVE END>>>")
+    with pytest.raises(LexError):
+        lex(scaffold)
+    err = problem(scaffold)
+    row = line_of(scaffold, "      <<<IMPROVE END>>>")
+    assert err.line == row
+    assert str(err) == (
+        f"scaffold line {row} (`{END_MARK}`) is not inside a comment; write it as a Python "
+        f"comment: `# {END_MARK}`."
+    )
+    # The rows inside the CUDA string are still known when the scaffold had to be re-lexed.
+    both = scaffold.replace("// <<<IMPROVE BEGIN>>> vectorise with float4", "# <<<IMPROVE BEGIN>>>")
+    err = problem(both)
+    assert len(err.problems) == 2
+    assert "inside a string literal (C++/CUDA source)" in err.problems[0]
