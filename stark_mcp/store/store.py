@@ -23,10 +23,9 @@ from pydantic import ValidationError
 from stark_mcp.config import Settings
 from stark_mcp.problems import Problem
 from stark_mcp.records import Action, Evaluation, Node, Status, TimingStats, Usage
-from stark_mcp.store import codec
+from stark_mcp.store import codec, ids
 from stark_mcp.store.connection import connect, write_transaction
 from stark_mcp.store.errors import NotFound, StoreError
-from stark_mcp.store.ids import new_evaluation_id, new_run_id, node_id
 from stark_mcp.store.migrations import apply_migrations
 from stark_mcp.store.records import ExchangeRecord, RunRecord, RunStats, RunStatus, StoredEvaluation
 
@@ -103,7 +102,7 @@ class Store:
     ) -> RunRecord:
         now = time.time()
         run = RunRecord(
-            id=new_run_id(self._rng), name=name or problem.name, problem=problem, device=device,
+            id=ids.new_run_id(self._rng), name=name or problem.name, problem=problem, device=device,
             strategy=strategy, policy=policy, budget=budget, seed=seed, config=config or {},
             created_at=now, updated_at=now,
         )
@@ -111,7 +110,7 @@ class Store:
             for _ in range(_ID_ATTEMPTS):
                 if not await self._exists("SELECT 1 FROM runs WHERE id = ?", (run.id,)):
                     break
-                run = run.model_copy(update={"id": new_run_id(self._rng)})
+                run = run.model_copy(update={"id": ids.new_run_id(self._rng)})
             else:
                 raise StoreError(f"could not draw an unused run id in {_ID_ATTEMPTS} tries")
             await self._insert("runs", codec.run_columns(run))
@@ -216,7 +215,7 @@ class Store:
             assert row is not None  # an aggregate always yields one row
             seq = row[0]
             node = Node(
-                id=node_id(seq), run_id=run_id, parent_id=parent_id, seq=seq, action=action, plan=plan,
+                id=ids.node_id(seq), run_id=run_id, parent_id=parent_id, seq=seq, action=action, plan=plan,
                 source=source, evaluation=evaluation, usage=usage or Usage(), adherence=adherence,
                 created_at=time.time(),
             )
@@ -253,7 +252,7 @@ class Store:
         self, run_id: str, source_hash: str, evaluation: Evaluation
     ) -> StoredEvaluation:
         stored = StoredEvaluation(
-            id=new_evaluation_id(self._rng), run_id=run_id, source_hash=source_hash,
+            id=ids.new_evaluation_id(self._rng), run_id=run_id, source_hash=source_hash,
             evaluation=evaluation, created_at=time.time(),
         )
         async with write_transaction(self._conn, self._lock):
@@ -261,7 +260,7 @@ class Store:
             for _ in range(_ID_ATTEMPTS):
                 if not await self._exists("SELECT 1 FROM evaluations WHERE id = ?", (stored.id,)):
                     break
-                stored = stored.model_copy(update={"id": new_evaluation_id(self._rng)})
+                stored = stored.model_copy(update={"id": ids.new_evaluation_id(self._rng)})
             else:
                 raise StoreError(f"could not draw an unused evaluation id in {_ID_ATTEMPTS} tries")
             await self._insert("evaluations", {
