@@ -1,0 +1,148 @@
+"""What device this machine offers, learned once in a probe process and cached on disk.
+
+The evaluator's own process never initializes CUDA; a probe child does, and its answer is kept in
+``<cache>/probe.json`` keyed by host, boot, visible devices and torch version.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import platform
+import socket
+import subprocess
+import sys
+from dataclasses import asdict, dataclass
+from importlib import metadata
+from pathlib import Path
+
+from stark_mcp.evaluator.errors import EvaluatorError
+from stark_mcp.evaluator.process import CHILD_MAIN, ChannelError, decode_record
+from stark_mcp.evaluator.sandbox import scrub_env
+
+PROBE_TIMEOUT_S = 120
+
+
+@dataclass(frozen=True)
+class DeviceInfo:
+    kind: str  # "cuda" or "cpu"
+    name: str
+    torch_version: str
+    capability: str | None = None  # e.g. "9.0", for TORCH_CUDA_ARCH_LIST
+    l2_bytes: int | None = None
+
+
+def torch_version() -> str:
+    try:
+        return metadata.version("torch")
+    except metadata.PackageNotFoundError as exc:
+        raise EvaluatorError("torch is not installed") from exc
+
+
+def cpu_info() -> DeviceInfo:
+    name = platform.processor() or platform.machine() or "cpu"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                name = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return DeviceInfo(kind="cpu", name=name, torch_version=torch_version())
+
+
+def _machine_key() -> str:
+    try:
+        boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    except OSError:
+        boot = ""
+    parts = [socket.gethostname(), boot, os.environ.get("CUDA_VISIBLE_DEVICES", "<unset>"), torch_version(),
+             sys.executable]
+    return hashlib.sha256("|".join(parts).encode()).hexdigest()[:16]
+
+
+def run_probe_process() -> dict[str, object]:
+    """Start the probe child synchronously (resolve_device is a plain call) and read its record."""
+    rfd, wfd = os.pipe()
+    try:
+        proc = subprocess.Popen(
+            [sys.executable, str(CHILD_MAIN), "probe", str(wfd)], stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=scrub_env(os.environ),
+            start_new_session=True, close_fds=True, pass_fds=(wfd,),
+        )
+    finally:
+        os.close(wfd)
+    try:
+        _, err = proc.communicate(b"{}\n", timeout=PROBE_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        os.close(rfd)
+        raise EvaluatorError(f"the device probe did not answer within {PROBE_TIMEOUT_S} s") from None
+    with os.fdopen(rfd, "rb") as fh:
+        data = fh.read()
+    try:
+        record = decode_record(data[8:]) if len(data) > 8 else None
+    except ChannelError:
+        record = None
+    if record is None or record.get("kind") != "probe":
+        tail = err.decode("utf-8", "replace")[-2000:]
+        raise EvaluatorError(f"the device probe failed (exit code {proc.returncode}):\n{tail}")
+    return record
+
+
+class Prober:
+    """Answers "is there a CUDA device, and which?" once per machine boot."""
+
+    def __init__(self, cache_dir: Path) -> None:
+        self.path = cache_dir / "probe.json"
+        self._cuda: DeviceInfo | None = None
+        self._known = False
+
+    def cuda(self) -> DeviceInfo | None:
+        if self._known:
+            return self._cuda
+        key = _machine_key()
+        cached = self._read(key)
+        if cached is None:
+            record = run_probe_process()
+            cached = {"cuda": bool(record.get("cuda"))}
+            if cached["cuda"]:
+                cached["info"] = asdict(DeviceInfo(
+                    kind="cuda", name=str(record["device_name"]), torch_version=str(record["torch"]),
+                    capability=str(record["capability"]), l2_bytes=int(record.get("l2_bytes") or 0)))
+            self._write(key, cached)
+        self._cuda = DeviceInfo(**cached["info"]) if cached.get("cuda") else None
+        self._known = True
+        return self._cuda
+
+    def _read(self, key: str) -> dict | None:
+        try:
+            data = json.loads(self.path.read_text())
+        except (OSError, ValueError):
+            return None
+        return data.get(key) if isinstance(data, dict) else None
+
+    def _write(self, key: str, value: dict) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps({key: value}))
+        os.replace(tmp, self.path)
+
+    def info(self, device: str) -> DeviceInfo:
+        if device == "cpu":
+            return cpu_info()
+        cuda = self.cuda()
+        if cuda is None:
+            raise EvaluatorError("device 'cuda' was requested but no CUDA device is available here "
+                                 "(torch.cuda.is_available() is False); use --device cpu or auto")
+        return cuda
+
+    def resolve(self, device: str) -> str:
+        if device not in ("auto", "cpu", "cuda"):
+            raise EvaluatorError(f"unknown device {device!r}; use auto, cpu or cuda")
+        if device == "auto":
+            return "cuda" if self.cuda() is not None else "cpu"
+        if device == "cuda":
+            self.info("cuda")
+        return device

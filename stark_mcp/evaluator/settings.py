@@ -1,0 +1,69 @@
+"""EvalSettings: every knob of one evaluation, frozen and hashable into cache keys."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+BASELINE_NAMES = ("eager", "compile_default", "compile_max_autotune")
+TIMING_FIELDS = ("warmup_s", "min_calls", "min_time_s", "max_time_s", "max_calls", "input_sets", "cpu_threads")
+
+
+class EvalSettings(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    trials: int = Field(5, ge=1, description="correctness trials, each with a fresh secret seed")
+    build_timeout_s: float = Field(600.0, gt=0)
+    load_timeout_s: float = Field(120.0, gt=0)
+    correctness_timeout_s: float = Field(120.0, gt=0)
+    timing_timeout_s: float = Field(180.0, gt=0)
+    baseline_timeout_s: float = Field(900.0, gt=0)
+    warmup_s: float = Field(0.05, ge=0)
+    min_calls: int = Field(30, ge=1)
+    min_time_s: float = Field(0.1, ge=0)
+    max_time_s: float = Field(2.0, gt=0)
+    max_calls: int = Field(1000, ge=3)
+    input_sets: int = Field(3, ge=1, description="secret-seeded input sets rotated while timing")
+    cpu_threads: int = Field(1, ge=0, description="intra-op threads for CPU evaluations; 0 = torch's default")
+    baselines: tuple[str, ...] = BASELINE_NAMES
+    tolerance_factor: float = Field(8.0, gt=0)
+    tolerance_floor: float = Field(1e-5, ge=0)
+    fallback_tolerance: float = Field(1e-4, gt=0)
+    min_own_kernel_share: float = Field(0.5, ge=0, le=1)
+    implausible_speedup: float = Field(10.0, gt=1)
+
+    @field_validator("baselines")
+    @classmethod
+    def _known_baselines(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        unknown = [b for b in value if b not in BASELINE_NAMES]
+        if unknown:
+            raise ValueError(f"unknown baseline(s) {unknown}; choose from {list(BASELINE_NAMES)}")
+        return tuple(dict.fromkeys(value))
+
+    def _digest(self, fields: tuple[str, ...] | None = None) -> str:
+        data = self.model_dump(mode="json")
+        if fields is not None:
+            data = {k: data[k] for k in fields}
+        return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
+
+    @property
+    def settings_hash(self) -> str:
+        """Covers every field: a cached result is reused only under identical settings."""
+        return self._digest()
+
+    @property
+    def timing_hash(self) -> str:
+        """Covers only what changes a baseline's timing."""
+        return self._digest(TIMING_FIELDS)
+
+    def device_env(self, device: str) -> dict[str, str]:
+        """Environment every child on ``device`` gets. One CPU thread by default: on a shared or small
+        machine, multi-threaded CPU timings swing by orders of magnitude with the load."""
+        if device == "cpu" and self.cpu_threads > 0:
+            return {"OMP_NUM_THREADS": str(self.cpu_threads), "MKL_NUM_THREADS": str(self.cpu_threads)}
+        return {}
+
+    def timing_spec(self) -> dict[str, float | int]:
+        return {k: getattr(self, k) for k in TIMING_FIELDS}

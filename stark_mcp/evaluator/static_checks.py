@@ -1,0 +1,74 @@
+"""Checks on the candidate source before any process starts (pure)."""
+
+from __future__ import annotations
+
+import ast
+import re
+from dataclasses import dataclass, field
+
+from stark_mcp.records import Status
+
+_BUILD_MARKERS = ("load_inline", "cpp_extension")
+_FAST_MATH = re.compile(r"""['"]-{1,2}use_fast_math['"]""")
+_DEVICE_DEBUG = re.compile(r"""['"]-G['"]""")
+
+
+@dataclass
+class StaticResult:
+    """A verdict when the source fails outright, else None, plus flags that never change the status."""
+
+    status: Status | None = None
+    reason: str | None = None
+    message: str = ""
+    flags: list[str] = field(default_factory=list)
+    needs_build: bool = False
+
+
+def _defined_names(tree: ast.Module) -> set[str]:
+    names: set[str] = set()
+    for stmt in tree.body:
+        if isinstance(stmt, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+            names.add(stmt.name)
+        elif isinstance(stmt, ast.Assign):
+            names.update(t.id for t in stmt.targets if isinstance(t, ast.Name))
+        elif isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name):
+            names.add(stmt.target.id)
+        elif isinstance(stmt, (ast.Import, ast.ImportFrom)):
+            names.update((a.asname or a.name).split(".")[0] for a in stmt.names)
+    return names
+
+
+def _uses_reference(tree: ast.Module) -> int | None:
+    """Line of the first read of a name or attribute called ``Model`` (subclassing or calling it)."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and node.id == "Model" and isinstance(node.ctx, ast.Load):
+            return node.lineno
+        if isinstance(node, ast.Attribute) and node.attr == "Model" and isinstance(node.ctx, ast.Load):
+            return node.lineno
+    return None
+
+
+def check_candidate(source: str) -> StaticResult:
+    flags = []
+    if _FAST_MATH.search(source):
+        flags.append("fast_math")
+    if _DEVICE_DEBUG.search(source):
+        flags.append("debug_device_code")
+    result = StaticResult(flags=flags, needs_build=any(m in source for m in _BUILD_MARKERS))
+    try:
+        tree = ast.parse(source, filename="candidate.py")
+    except SyntaxError as exc:
+        result.status, result.reason = Status.LOAD_ERROR, "syntax"
+        result.message = f"syntax error at line {exc.lineno}: {exc.msg}" + (
+            f"\n    {exc.text.rstrip()}" if exc.text else "")
+        return result
+    if "ModelNew" not in _defined_names(tree):
+        result.status, result.reason = Status.LOAD_ERROR, "no_model_new"
+        result.message = "the candidate defines no top-level ModelNew (class ModelNew(nn.Module))"
+        return result
+    line = _uses_reference(tree)
+    if line is not None:
+        result.status, result.reason = Status.REJECTED, "reference_model"
+        result.message = (f"line {line}: the candidate uses the reference Model (subclassing or calling it); "
+                          "ModelNew must implement the computation itself")
+    return result
