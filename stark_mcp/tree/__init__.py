@@ -2,9 +2,18 @@
 
 No IO, no asyncio, no SDKs. Every random choice comes from a ``random.Random`` the caller
 passes in (``step_rng(seed, step)`` for a run), so a run is reproducible from its seed.
-Anchor parsing for plans lives in ``stark_mcp.tree.anchors``.
+Anchor parsing for plans lives in ``stark_mcp.tree.anchors`` (re-exported here).
 """
 
+from stark_mcp.tree.anchors import (
+    BEGIN_MARK,
+    END_MARK,
+    AnchoredPlan,
+    Span,
+    adherence,
+    strip_anchor_lines,
+    validate_plan,
+)
 from stark_mcp.tree.config import PolicyConfig, PolicyName, Role, Selection
 from stark_mcp.tree.eligibility import eligible, is_dead
 from stark_mcp.tree.errors import AnchorError, NothingEligible, TreeError
@@ -15,6 +24,13 @@ from stark_mcp.tree.structure import Tree
 from stark_mcp.tree.windows import context_window, window_candidates
 
 __all__ = [
+    "BEGIN_MARK",
+    "END_MARK",
+    "AnchoredPlan",
+    "Span",
+    "adherence",
+    "strip_anchor_lines",
+    "validate_plan",
     "AnchorError",
     "NothingEligible",
     "PolicyConfig",

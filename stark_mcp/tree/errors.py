@@ -20,8 +20,8 @@ class AnchorError(TreeError):
     show them as a list; ``line`` is the scaffold line of the first defect when there is one.
     """
 
-    def __init__(self, problems: list[str], line: int | None = None) -> None:
-        self.problems = list(problems)
+    def __init__(self, problems: str | list[str], line: int | None = None) -> None:
+        self.problems = [problems] if isinstance(problems, str) else list(problems)
         self.line = line
         if len(self.problems) == 1:
             message = self.problems[0]

@@ -278,3 +278,10 @@ def test_a_marker_that_breaks_indentation_is_still_named() -> None:
     err = problem(both)
     assert len(err.problems) == 2
     assert "inside a string literal (C++/CUDA source)" in err.problems[0]
+
+
+def test_anchor_error_accepts_a_single_message() -> None:
+    err = AnchorError("plan has no scaffold block")
+    assert err.problems == ["plan has no scaffold block"] and str(err) == "plan has no scaffold block"
+    many = AnchorError(["first", "second"], line=3)
+    assert str(many) == "2 problems in the anchored scaffold:\n- first\n- second" and many.line == 3
