@@ -92,13 +92,9 @@ class RunService:
             policy=policy_config.model_dump(mode="json"), budget=budget,
             seed=seed if seed is not None else secrets.randbelow(2**31), name=name,
             config={**(config or {}), "eval_settings": settings.model_dump(mode="json")},
+            baselines=baselines, root_evaluation=_root_evaluation(loaded, resolved_device, baselines),
         )
-        run = await self.store.update_run(run.id, baselines=baselines)
-        root = await self.store.add_node(
-            run.id, parent_id=None, action=Action.ROOT, source=loaded.source,
-            evaluation=_root_evaluation(loaded, resolved_device, baselines),
-        )
-        return run, root
+        return run, await self.store.get_node(run.id, "n0")
 
     async def get_run(self, run_id: str) -> RunRecord:
         return await self.store.get_run(run_id)

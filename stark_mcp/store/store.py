@@ -99,12 +99,16 @@ class Store:
         seed: int,
         name: str | None = None,
         config: dict[str, Any] | None = None,
+        baselines: dict[str, TimingStats] | None = None,
+        root_evaluation: Evaluation | None = None,
     ) -> RunRecord:
+        """Record a run; with ``root_evaluation`` its root node (the reference, ``n0``) is
+        inserted in the same transaction, so no crash can leave a run without a root."""
         now = time.time()
         run = RunRecord(
             id=ids.new_run_id(self._rng), name=name or problem.name, problem=problem, device=device,
             strategy=strategy, policy=policy, budget=budget, seed=seed, config=config or {},
-            created_at=now, updated_at=now,
+            baselines=baselines or {}, created_at=now, updated_at=now,
         )
         async with write_transaction(self._conn, self._lock):
             for _ in range(_ID_ATTEMPTS):
@@ -114,6 +118,12 @@ class Store:
             else:
                 raise StoreError(f"could not draw an unused run id in {_ID_ATTEMPTS} tries")
             await self._insert("runs", codec.run_columns(run))
+            if root_evaluation is not None:
+                root = Node(
+                    id=ids.node_id(0), run_id=run.id, parent_id=None, seq=0, action=Action.ROOT,
+                    source=problem.source, evaluation=root_evaluation, created_at=now,
+                )
+                await self._insert("nodes", codec.node_columns(root))
         return run
 
     async def get_run(self, run_id: str) -> RunRecord:

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from stark_mcp.problems import Problem
+from stark_mcp.records import Action, Evaluation, Status, TimingStats
 from stark_mcp.store import NotFound, RunRecord, Store, StoreError
 
 from .helpers import timing
@@ -98,3 +99,21 @@ async def test_colliding_run_ids_are_redrawn(db_path: Path, problem: Problem) ->
         assert a.id != b.id
         assert RUN_ID.match(b.id)
         assert {r.id for r in await second.list_runs()} == {a.id, b.id}
+
+
+async def test_create_run_with_root_commits_run_baselines_and_root_together(
+    db_path: Path, problem: Problem
+) -> None:
+    stats = TimingStats(median_ms=2.0, iqr_ms=0.1, mean_ms=2.0, min_ms=1.9, max_ms=2.2, samples=30)
+    root_eval = Evaluation(status=Status.PASSED, runtime=stats, baselines={"eager": stats})
+    async with await Store.open(db_path) as store:
+        run = await store.create_run(
+            problem=problem, device="cpu", policy={"name": "stark"}, budget=3, seed=1,
+            baselines={"eager": stats}, root_evaluation=root_eval,
+        )
+    async with await Store.open(db_path) as store:
+        again = await store.get_run(run.id)
+        nodes = await store.nodes(run.id)
+    assert again.baselines["eager"] == stats
+    assert [(n.id, n.action, n.parent_id, n.source) for n in nodes] == [("n0", Action.ROOT, None, problem.source)]
+    assert nodes[0].score == 2.0
