@@ -67,7 +67,7 @@ def sources_with_spans(draw: st.DrawFn) -> tuple[str, str, list[Span]]:
     return base, scaffold, spans
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=120, deadline=None)
 @given(sources_with_spans())
 def test_markers_added_to_a_source_validate_and_strip_back(case: tuple[str, str, list[Span]]) -> None:
     base, scaffold, spans = case
@@ -78,7 +78,7 @@ def test_markers_added_to_a_source_validate_and_strip_back(case: tuple[str, str,
     assert adherence(plan, scaffold) == 1.0
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=120, deadline=None)
 @given(sources_with_spans(), st.data())
 def test_edits_confined_to_spans_adhere_fully_and_outside_edits_do_not(
     case: tuple[str, str, list[Span]], data: st.DataObject

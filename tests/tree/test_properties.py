@@ -72,7 +72,7 @@ def formula(nodes: list[Node], i: str, role: str, top_r: int) -> set[str]:
     return found - {i, root.id}
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(trees(), configs, seeds)
 def test_stark_respects_throttling_and_pruning_and_never_runs_dry(
     nodes: list[Node], config: PolicyConfig, seed: int
@@ -88,7 +88,7 @@ def test_stark_respects_throttling_and_pruning_and_never_runs_dry(
         assert kids(nodes, chosen.id) == []
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(trees(), st.integers(1, 5), st.integers(0, 3), seeds)
 def test_eps_zero_always_picks_the_best_eligible_node(
     nodes: list[Node], n_root: int, n_child: int, seed: int
@@ -146,7 +146,7 @@ def test_different_seeds_give_different_runs() -> None:
     assert len({tuple(simulate(seed, "stark", 20)) for seed in range(5)}) > 1
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(
     trees(),
     st.data(),
@@ -171,7 +171,7 @@ def test_windows_hold_exactly_their_formula_capped(
     assert ids == context_window(tree, i, role, random.Random(seed), top_r=top_r, cap=cap)  # type: ignore[arg-type]
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(trees(), st.integers(0, 8))
 def test_leaderboard_is_sorted_distinct_and_complete(nodes: list[Node], k: int) -> None:
     board = leaderboard(Tree(nodes), k)
