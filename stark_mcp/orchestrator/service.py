@@ -31,7 +31,7 @@ from stark_mcp.records import Action, Evaluation, Node, Status, TimingStats, Usa
 from stark_mcp.store import RunRecord, Store
 from stark_mcp.store.records import StoredEvaluation
 from stark_mcp.tree import PolicyConfig, Selection, Tree, context_window, leaderboard, select, step_rng
-from stark_mcp.tree.anchors import adherence, validate_plan
+from stark_mcp.tree.anchors import adherence, strip_anchor_lines, validate_plan
 
 Progress = Callable[[float, float | None, str], Awaitable[None]]
 MAX_BUDGET = 10_000
@@ -151,6 +151,7 @@ class RunService:
 
     async def evaluate(self, run_id: str, source: str, *, progress: Progress | None = None) -> StoredEvaluation:
         """Evaluate a source for this run without recording a node."""
+        source = _clean_source(source)
         check_candidate_source(source)
         run = await self.store.get_run(run_id)
         evaluation = await self._evaluate(run, source, progress)
@@ -172,6 +173,7 @@ class RunService:
         """Record an attempt under ``parent_id`` with the server's own evaluation of it."""
         if action not in (Action.PLAN.value, Action.DEBUG.value):
             raise InvalidInput(f"action must be 'plan' or 'debug', got {action!r}")
+        source = _clean_source(source)
         check_candidate_source(source)
         check_plan_text(plan)
         run = await self.store.get_run(run_id)
@@ -223,6 +225,11 @@ class RunService:
         return await self.evaluator.evaluate(
             run.problem, source, device=run.device, settings=_run_settings(run), progress=progress
         )
+
+
+def _clean_source(source: str) -> str:
+    """Anchor markers a code agent left behind would break the next plan's BEGIN/END pairing."""
+    return strip_anchor_lines(source)
 
 
 def _policy_config(policy: str | dict[str, Any]) -> PolicyConfig:
