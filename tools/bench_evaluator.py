@@ -326,6 +326,10 @@ def main(argv: list[str] | None = None) -> int:
     device = environment(results)
     say(f"device {results['device']}, torch {results['torch']}, triton {results['triton']}")
     if args.dry_run:
+        import torch
+
+        torch.set_num_threads(1)  # small CPU ops: extra threads only add noise on a shared machine
+
         def imports() -> None:
             from stark_mcp.evaluator import EvalSettings, Evaluator  # noqa: F401
 

@@ -32,6 +32,7 @@ pytestmark = [
 ]
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "cuda"
+DEVICE = "cuda"
 
 # Short budgets where the defaults would only slow a failing run down; the infinite loop costs
 # exactly CORRECTNESS_TIMEOUT_S of device time.
@@ -84,7 +85,8 @@ def _describe(ev: Evaluation) -> str:
     return f"{ev.status.value}/{ev.reason}{median} phases={ {k: round(v, 1) for k, v in ev.phase_seconds.items()} }"
 
 
-async def _evaluate_all(cache_dir: Path) -> dict[str, Outcome]:
+async def _evaluate_all(cache_dir: Path, walls: dict[str, float]) -> dict[str, Outcome]:
+    """Every case concurrently, then the correct candidate again; ``walls`` gets each call's wall time."""
     problems: dict[str, Problem] = {}
     for case in CASES.values():
         if case.problem not in problems:
@@ -98,9 +100,10 @@ async def _evaluate_all(cache_dir: Path) -> dict[str, Outcome]:
             source = (FIXTURES / case.candidate).read_text(encoding="utf-8")
             t0 = time.monotonic()
             result = await ev.evaluate(
-                problems[case.problem], source, device="cuda", settings=SETTINGS, use_cache=use_cache
+                problems[case.problem], source, device=DEVICE, settings=SETTINGS, use_cache=use_cache
             )
-            _log(f"{key}: {_describe(result)} wall={time.monotonic() - t0:.1f}s")
+            walls[key] = time.monotonic() - t0  # includes queueing for build slots and the device
+            _log(f"{key}: {_describe(result)} wall={walls[key]:.1f}s")
             return result
 
         tasks = {key: asyncio.create_task(one(key, case)) for key, case in CASES.items()}
@@ -130,17 +133,24 @@ async def _evaluate_all(cache_dir: Path) -> dict[str, Outcome]:
 
 
 @pytest.fixture(scope="session")
-def outcomes(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Outcome]:
+def walls() -> dict[str, float]:
+    return {}
+
+
+@pytest.fixture(scope="session")
+def outcomes(tmp_path_factory: pytest.TempPathFactory, walls: dict[str, float]) -> dict[str, Outcome]:
     cache_dir = tmp_path_factory.mktemp("stark-gpu-cache")
     _log(f"evaluating {len(CASES)} candidates on {torch.cuda.get_device_name(0)}; cache {cache_dir}")
-    return asyncio.run(_evaluate_all(cache_dir))
+    return asyncio.run(_evaluate_all(cache_dir, walls))
 
 
 Verdict = Callable[..., Evaluation]
 
 
 @pytest.fixture
-def verdict(outcomes: dict[str, Outcome], record_property: Callable[[str, object], None]) -> Verdict:
+def verdict(
+    outcomes: dict[str, Outcome], walls: dict[str, float], record_property: Callable[[str, object], None]
+) -> Verdict:
     """Fetch one evaluation; with ``expected``, record expected/got/seconds before any assert can fail."""
 
     def get(key: str, expected: str | None = None) -> Evaluation:
@@ -154,6 +164,8 @@ def verdict(outcomes: dict[str, Outcome], record_property: Callable[[str, object
         if expected is not None:
             record_property("got", f"{outcome.status.value}/{outcome.reason}")
             record_property("seconds", round(sum(outcome.phase_seconds.values()), 2))
+            if key in walls:
+                record_property("wall_s", round(walls[key], 1))
             if outcome.runtime is not None:
                 record_property("median_ms", round(outcome.runtime.median_ms, 5))
         return outcome

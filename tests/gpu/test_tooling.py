@@ -1,0 +1,158 @@
+"""CPU checks of the device tooling (tools/gpu_check.py, tools/bench_evaluator.py) and the fixtures.
+
+Device time is scarce, so whatever can fail without a GPU is caught here: the scripts' pure logic,
+their dry runs end to end, the junit parsing against a real pytest report, and that every CUDA
+fixture candidate parses and defines what the evaluator needs.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+FIXTURES = ROOT / "tests" / "fixtures" / "cuda"
+
+
+def _load(name: str) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(f"stark_tool_{name}", ROOT / "tools" / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+bench = _load("bench_evaluator")
+gpu_check = _load("gpu_check")
+
+
+def test_spread_is_range_over_median() -> None:
+    assert bench.spread([1.0, 1.02, 0.99]) == pytest.approx(0.03)
+    assert bench.spread([2.0, 2.0, 2.0]) == 0.0
+
+
+def test_timing_row_applies_targets_only_above_their_thresholds() -> None:
+    tiny = bench.timing_row(1, [0.010, 0.011, 0.012], [0.010])
+    assert tiny["spread_verdict"] == "n/a" and tiny["agreement_verdict"] == "n/a"
+
+    # 60 us: agreement applies, spread does not; ours is 10% above do_bench.
+    mid = bench.timing_row(2, [0.066, 0.066, 0.070], [0.060, 0.060])
+    assert mid["ratio"] == pytest.approx(1.1)
+    assert mid["agreement_verdict"] == "FAIL"
+    assert mid["spread_verdict"] == "n/a"
+
+    big = bench.timing_row(3, [1.00, 1.01, 1.02, 1.00, 1.01], [0.99, 1.0, 1.0])
+    assert big["spread"] == pytest.approx(0.02 / 1.01)
+    assert big["spread_verdict"] == "PASS" and big["agreement_verdict"] == "PASS"
+
+    noisy = bench.timing_row(4, [1.0, 1.1, 1.0], [1.0])
+    assert noisy["spread_verdict"] == "FAIL"
+
+
+def test_timing_row_without_do_bench_has_no_agreement_verdict() -> None:
+    row = bench.timing_row(5, [0.5, 0.5, 0.5], None)
+    assert row["ratio"] is None and row["agreement_verdict"] == "n/a"
+    assert row["spread_verdict"] == "PASS"
+
+
+def test_markdown_shows_errors_and_verdicts() -> None:
+    results = {
+        "device": "X", "torch": "t", "triton": "3",
+        "cold_build": {"error": "RuntimeError: nvcc died"},
+        "reevaluation": {"walls_s": [4.0, 6.0, 5.5], "statuses": ["passed"] * 3, "median_s": 5.5,
+                         "verdict": "FAIL", "phase_seconds": {"load": 1.0}},
+        "timer": {"rows": [bench.timing_row(7, [0.2, 0.2, 0.2], [0.2])], "empty_call_ms": 0.008},
+    }
+    text = bench.markdown(results)
+    assert "RuntimeError: nvcc died" in text
+    assert "| median | 5.50 | FAIL |" in text
+    assert "| 7 | 0.2000 | 0.2000 | 1.000 | 0.00% | PASS | PASS |" in text
+    assert "8.0 us" in text
+
+
+def test_junit_rows_read_a_real_pytest_report(tmp_path: Path) -> None:
+    (tmp_path / "test_sample.py").write_text(
+        "import pytest\n"
+        "def test_good(record_property):\n"
+        "    record_property('expected', 'passed')\n"
+        "    record_property('got', 'passed/None')\n"
+        "    record_property('seconds', 1.5)\n"
+        "def test_bad(record_property):\n"
+        "    record_property('expected', 'timeout/correctness')\n"
+        "    record_property('got', 'passed/None')\n"
+        "    assert False, 'verdict differs'\n"
+        "@pytest.mark.skip(reason='no device')\n"
+        "def test_skipped():\n"
+        "    pass\n",
+        encoding="utf-8",
+    )
+    junit = tmp_path / "report.xml"
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_sample.py",
+         f"--junitxml={junit}", "-o", "junit_family=xunit1"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=120,
+    )
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    rows = {r["test"]: r for r in gpu_check.junit_rows(junit)}
+    assert rows["test_good"]["outcome"] == "passed"
+    assert rows["test_good"]["expected"] == "passed" and rows["test_good"]["seconds"] == "1.5"
+    assert rows["test_bad"]["outcome"] == "FAILED"
+    assert rows["test_bad"]["got"] == "passed/None"
+    assert "verdict differs" in rows["test_bad"]["message"]
+    assert rows["test_skipped"]["outcome"] == "skipped"
+    table = gpu_check.test_table(list(rows.values()))
+    assert "| test_bad | timeout/correctness | passed/None | FAILED: " in table
+
+
+@pytest.mark.slow
+def test_gpu_check_dry_run_writes_its_report(tmp_path: Path) -> None:
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "tools" / "gpu_check.py"), "--dry-run", "--skip-tests", "--out", str(tmp_path)],
+        cwd=ROOT, capture_output=True, text=True, timeout=240,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "(c) bench exit 0" in proc.stdout
+    names = {p.name for p in tmp_path.iterdir()}
+    assert names == {"gpu_check.md", "gpu_check.log", "bench_evaluator.json"}
+    report = (tmp_path / "gpu_check.md").read_text(encoding="utf-8")
+    assert "## Environment" in report and "| 3. elements (fp32 add)" in report
+    results = json.loads((tmp_path / "bench_evaluator.json").read_text(encoding="utf-8"))
+    assert results["imports"] == {"ok": True}
+    rows = results["timer"]["rows"]
+    assert [r["elements"] for r in rows] == list(bench.CPU_SIZES)
+    assert all(r["our_median_ms"] > 0 and len(r["our_medians_ms"]) == 5 for r in rows)
+
+
+def _load_inline_keywords(path: Path) -> dict[str, ast.expr]:
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and getattr(n.func, "id", "") == "load_inline"]
+    assert len(calls) == 1, f"{path.name}: each candidate builds exactly one extension at import"
+    return {k.arg: k.value for k in calls[0].keywords if k.arg is not None}
+
+
+@pytest.mark.parametrize("path", sorted(FIXTURES.glob("*.py")), ids=lambda p: p.name)
+def test_fixture_files_define_what_the_evaluator_needs(path: Path) -> None:
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    names = {n.name for n in tree.body if isinstance(n, (ast.ClassDef, ast.FunctionDef))}
+    if path.name.startswith("problem_"):
+        assert {"Model", "get_inputs", "get_init_inputs"} <= names
+        return
+    assert path.name.startswith("cand_")
+    assert "ModelNew" in names
+    assert {"name", "cpp_sources", "cuda_sources", "functions"} <= set(_load_inline_keywords(path))
+
+
+def test_extension_names_are_distinct_except_the_collision_pair() -> None:
+    names = {p.name: ast.literal_eval(_load_inline_keywords(p)["name"]) for p in FIXTURES.glob("cand_*.py")}
+    pair = {k: v for k, v in names.items() if "collide" in k}
+    others = [v for k, v in names.items() if "collide" not in k]
+    assert len(pair) == 2 and set(pair.values()) == {"stark_fx_collide"}
+    assert len(others) == len(set(others)) and "stark_fx_collide" not in others
