@@ -6,8 +6,9 @@ phases itself. Each test then checks one verdict. After the faulting and hanging
 finished, the correct elementwise candidate is evaluated again (result cache bypassed) to show the
 GPU was left usable.
 
-Each test records ``expected``, ``got`` and ``seconds`` as junit properties; tools/gpu_check.py
-prints them as a table.
+Each test records ``expected``, ``got``, ``seconds`` (sum of the evaluation's phases), ``wall_s``
+(the await, queueing included) and ``median_ms`` as junit properties; tools/gpu_check.py prints
+them as a table. Run: ``python3 tools/gpu_check.py`` or ``python3 -m pytest tests/gpu -m gpu -s``.
 """
 
 from __future__ import annotations
@@ -48,7 +49,7 @@ SETTINGS = EvalSettings(
     max_time_s=1.0,
 )
 # Everything (builds, ~10 device evaluations, the infinite loop's timeout) must end well inside the
-# ~6 minutes tools/gpu_check.py gives this module; unfinished evaluations are cancelled and fail.
+# 320 s tools/gpu_check.py gives pytest; unfinished evaluations are cancelled and their tests fail.
 TOTAL_BUDGET_S = 260.0
 AFTER_FAULTS = "relu_add_fused_after_faults"
 
@@ -219,8 +220,8 @@ def test_infinite_loop_times_out(verdict: Verdict) -> None:
     ev = verdict("infinite_loop", "timeout/correctness")
     assert ev.status is Status.TIMEOUT, _text(ev)
     assert ev.reason == "correctness"
-    # Killed at its budget, not long after (the process group must die promptly).
-    assert sum(ev.phase_seconds.values()) < SETTINGS.load_timeout_s + CORRECTNESS_TIMEOUT_S + 60
+    # Ended at its budget, not long after; that the kill freed the GPU is checked further down.
+    assert CORRECTNESS_TIMEOUT_S - 1 <= ev.phase_seconds["correctness"] <= CORRECTNESS_TIMEOUT_S + 15
 
 
 def test_untouched_empty_output_does_not_pass(verdict: Verdict) -> None:
