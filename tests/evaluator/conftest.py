@@ -1,0 +1,37 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from stark_mcp.evaluator import EvalSettings, Evaluator
+from stark_mcp.problems import load_problem
+from stark_mcp.records import Evaluation
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "cpu"
+
+# Quick but faithful: five secret-seeded trials, the real timer, only the eager baseline.
+FAST = EvalSettings(baselines=("eager",), min_time_s=0.05, max_time_s=0.3, correctness_timeout_s=20.0,
+                    load_timeout_s=60.0, build_timeout_s=300.0)
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture(scope="session")
+def cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One cache for the whole session, so each C++ source is built at most once."""
+    return tmp_path_factory.mktemp("stark-eval-cache")
+
+
+def fixture_text(name: str) -> str:
+    return (FIXTURES / name).read_text()
+
+
+async def evaluate_fixture(cache_dir: Path, problem: str, candidate: str, settings: EvalSettings = FAST,
+                           **kwargs: object) -> Evaluation:
+    async with Evaluator(cache_dir, settings) as ev:
+        return await ev.evaluate(load_problem(str(FIXTURES / problem)), fixture_text(candidate),
+                                 device="cpu", **kwargs)  # type: ignore[arg-type]
