@@ -120,8 +120,10 @@ def markdown(results: dict[str, Any]) -> str:
         if "error" in build:
             lines.append(f"| error | {build['error']} |")
         lines.append(f"| our pipeline: build phase | {fmt(build.get('ours_build_s'), '.1f')} |")
-        lines.append(f"| our pipeline: whole first evaluation | {fmt(build.get('ours_first_eval_s'), '.1f')} |")
-        lines.append(f"| plain load_inline: build inside the process | {fmt(build.get('plain_build_s'), '.1f')} |")
+        lines.append(f"| our pipeline: whole first evaluation "
+                     f"| {fmt(build.get('ours_first_eval_s'), '.1f')} |")
+        lines.append(f"| plain load_inline: build inside the process "
+                     f"| {fmt(build.get('plain_build_s'), '.1f')} |")
         lines.append(f"| plain load_inline: whole process | {fmt(build.get('plain_process_s'), '.1f')} |")
         lines.append(f"| ratio: our build phase / plain whole process | {fmt(build.get('ratio'), '.2f')} |")
         lines.append("")
@@ -184,7 +186,8 @@ async def first_evaluation(problem_path: Path, candidate_path: Path, cache: Path
     settings = EvalSettings(baselines=("eager",))
     async with Evaluator(cache_dir=cache, settings=settings) as ev:
         t0 = time.perf_counter()
-        first = await asyncio.wait_for(ev.evaluate(problem, source, device=device, settings=settings), timeout_s)
+        first = await asyncio.wait_for(
+            ev.evaluate(problem, source, device=device, settings=settings), timeout_s)
         wall = time.perf_counter() - t0
     say(f"  our pipeline: {first.status.value}/{first.reason} in {wall:.1f}s, phases {first.phase_seconds}")
     results["cold_build"].update(
@@ -311,7 +314,8 @@ def run_section(name: str, results: dict[str, Any], fn: Callable[[], Any]) -> No
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--json", type=Path, help="write the results here (default: print only)")
     parser.add_argument("--markdown", type=Path, help="also write the markdown table here")
     parser.add_argument("--dry-run", action="store_true",
@@ -355,7 +359,8 @@ def main(argv: list[str] | None = None) -> int:
             except Exception as exc:  # still measure ours
                 errors.append(f"plain: {type(exc).__name__}: {exc}")
             try:
-                asyncio.run(first_evaluation(BUILD_PROBLEM, BUILD_CANDIDATE, cache, args.section_timeout, results))
+                asyncio.run(first_evaluation(
+                    BUILD_PROBLEM, BUILD_CANDIDATE, cache, args.section_timeout, results))
             except Exception as exc:
                 errors.append(f"ours: {type(exc).__name__}: {exc}")
             if section.get("ours_build_s") and section.get("plain_process_s"):

@@ -99,8 +99,9 @@ def environment(out: Transcript) -> dict[str, str]:
         env["cuda available"] = str(torch.cuda.is_available())
         if torch.cuda.is_available():
             props = torch.cuda.get_device_properties(0)
-            env["gpu"] = f"{props.name} (sm_{props.major}{props.minor}, {props.multi_processor_count} SMs, " \
-                         f"{props.total_memory / 2**30:.0f} GiB, L2 {getattr(props, 'L2_cache_size', 0) / 2**20:.0f} MiB)"
+            l2_mib = getattr(props, "L2_cache_size", 0) / 2**20
+            env["gpu"] = (f"{props.name} (sm_{props.major}{props.minor}, {props.multi_processor_count} SMs, "
+                          f"{props.total_memory / 2**30:.0f} GiB, L2 {l2_mib:.0f} MiB)")
             env["gpu count"] = str(torch.cuda.device_count())
     except Exception as exc:
         env["torch"] = f"import failed: {exc}"
@@ -112,8 +113,9 @@ def environment(out: Transcript) -> dict[str, str]:
             env[name] = f"missing ({type(exc).__name__})"
     nvcc = capture(["nvcc", "--version"]).splitlines()
     env["nvcc"] = nvcc[-2].strip() if len(nvcc) >= 2 else (nvcc[0] if nvcc else "unavailable")
-    env["driver"] = capture(["nvidia-smi", "--query-gpu=driver_version,clocks.sm,clocks.max.sm,temperature.gpu",
-                             "--format=csv,noheader"])
+    env["driver, sm clock, max sm clock, temperature"] = capture(
+        ["nvidia-smi", "--query-gpu=driver_version,clocks.sm,clocks.max.sm,temperature.gpu",
+         "--format=csv,noheader"])
     env["cores"] = str(os.cpu_count())
     for key, value in env.items():
         out.say(f"  {key:>18}: {value}")
@@ -143,7 +145,8 @@ def junit_rows(path: Path) -> list[dict[str, Any]]:
 
 def test_table(rows: list[dict[str, Any]]) -> str:
     # phases s: the evaluation's own phases; wall s: the await, including queueing behind others.
-    lines = ["| test | expected | got | result | phases s | wall s | median ms |", "|---|---|---|---|---|---|---|"]
+    lines = ["| test | expected | got | result | phases s | wall s | median ms |",
+             "|---|---|---|---|---|---|---|"]
     for r in rows:
         result = r["outcome"] + (f": {r['message']}" if r["message"] and r["outcome"] != "passed" else "")
         lines.append(f"| {r['test']} | {r['expected']} | {r['got']} | {result.replace('|', '/')} | "
@@ -159,7 +162,8 @@ def child_env() -> dict[str, str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--dry-run", action="store_true",
                         help="no GPU needed: environment, GPU tests (they skip), bench --dry-run")
     parser.add_argument("--skip-tests", action="store_true")
@@ -185,8 +189,8 @@ def main(argv: list[str] | None = None) -> int:
     if not args.skip_tests:
         junit = work / "gpu_tests.xml"
         junit.unlink(missing_ok=True)
-        argv_tests = [sys.executable, "-m", "pytest", "tests/gpu", "-m", "gpu", "-s", "-q", "-p", "no:cacheprovider",
-                      f"--junitxml={junit}", "-o", "junit_family=xunit1"]
+        argv_tests = [sys.executable, "-m", "pytest", "tests/gpu", "-m", "gpu", "-s", "-q",
+                      "-p", "no:cacheprovider", f"--junitxml={junit}", "-o", "junit_family=xunit1"]
         out.step(f"(b) GPU tests: {' '.join(argv_tests[1:])} (timeout {args.tests_timeout:.0f}s)")
         rc, seconds = run_streamed(out, argv_tests, args.tests_timeout, env=child_env())
         out.step(f"(b) pytest exit {rc if rc is not None else 'TIMEOUT'} after {seconds:.0f}s")
@@ -214,9 +218,11 @@ def main(argv: list[str] | None = None) -> int:
 
     out.step(f"done: {'all steps passed' if ok else 'SOME STEPS FAILED'}")
     if out_dir is not None:
-        (out_dir / "gpu_check.md").write_text("# gpu_check\n\n" + "\n\n".join(sections) + "\n", encoding="utf-8")
+        report = "# gpu_check\n\n" + "\n\n".join(sections) + "\n"
+        (out_dir / "gpu_check.md").write_text(report, encoding="utf-8")
         (out_dir / "gpu_check.log").write_text(out.text(), encoding="utf-8")
-        out.step(f"(d) wrote {', '.join(sorted(p.name for p in out_dir.iterdir() if p.is_file()))} to {out_dir}")
+        written = sorted(p.name for p in out_dir.iterdir() if p.is_file())
+        out.step(f"(d) wrote {', '.join(written)} to {out_dir}")
     return 0 if ok else 1
 
 

@@ -83,7 +83,8 @@ def _log(message: str) -> None:
 
 def _describe(ev: Evaluation) -> str:
     median = f" median={ev.runtime.median_ms:.4f}ms" if ev.runtime else ""
-    return f"{ev.status.value}/{ev.reason}{median} phases={ {k: round(v, 1) for k, v in ev.phase_seconds.items()} }"
+    phases = {k: round(v, 1) for k, v in ev.phase_seconds.items()}
+    return f"{ev.status.value}/{ev.reason}{median} phases={phases}"
 
 
 async def _evaluate_all(cache_dir: Path, walls: dict[str, float]) -> dict[str, Outcome]:

@@ -115,7 +115,8 @@ def test_junit_rows_read_a_real_pytest_report(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_gpu_check_dry_run_writes_its_report(tmp_path: Path) -> None:
     proc = subprocess.run(
-        [sys.executable, str(ROOT / "tools" / "gpu_check.py"), "--dry-run", "--skip-tests", "--out", str(tmp_path)],
+        [sys.executable, str(ROOT / "tools" / "gpu_check.py"), "--dry-run", "--skip-tests",
+         "--out", str(tmp_path)],
         cwd=ROOT, capture_output=True, text=True, timeout=240,
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
@@ -133,7 +134,8 @@ def test_gpu_check_dry_run_writes_its_report(tmp_path: Path) -> None:
 
 def _load_inline_keywords(path: Path) -> dict[str, ast.expr]:
     tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
-    calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and getattr(n.func, "id", "") == "load_inline"]
+    calls = [n for n in ast.walk(tree)
+             if isinstance(n, ast.Call) and getattr(n.func, "id", "") == "load_inline"]
     assert len(calls) == 1, f"{path.name}: each candidate builds exactly one extension at import"
     return {k.arg: k.value for k in calls[0].keywords if k.arg is not None}
 
