@@ -322,7 +322,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="no GPU needed: check imports and run section 3 on small CPU tensors")
     parser.add_argument("--repeats", type=int, default=5, help="repeats of our median (and of do_bench)")
     parser.add_argument("--reevals", type=int, default=3, help="re-evaluations timed in section 2")
-    parser.add_argument("--section-timeout", type=float, default=240.0,
+    parser.add_argument("--section-timeout", type=float, default=150.0,
                         help="seconds allowed for any one evaluation or plain build")
     args = parser.parse_args(argv)
 

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 ROOT = Path(__file__).resolve().parents[1]
+GRACE_S = 20.0  # after an interrupt, time for a run to kill its own children before SIGKILL
 
 
 class Transcript:
@@ -51,6 +52,13 @@ class Transcript:
             return "\n".join(self.lines) + "\n"
 
 
+def _signal_group(pgid: int, sig: signal.Signals) -> None:
+    try:
+        os.killpg(pgid, sig)
+    except ProcessLookupError:
+        pass
+
+
 def run_streamed(out: Transcript, argv: list[str], timeout_s: float, env: dict[str, str] | None = None,
                  prefix: str = "  | ") -> tuple[int | None, float]:
     """Run a command in its own process group, echo its output live, kill the group at the deadline."""
@@ -68,12 +76,16 @@ def run_streamed(out: Transcript, argv: list[str], timeout_s: float, env: dict[s
     try:
         proc.wait(timeout=timeout_s)
     except subprocess.TimeoutExpired:
-        out.step(f"TIMEOUT after {timeout_s:.0f}s: killing {argv[0]} {' '.join(argv[1:3])} ...")
+        # SIGINT first: asyncio.run then cancels the evaluations, and the evaluator kills its own
+        # children, which live in sessions of their own that a kill of this group would not reach.
+        out.step(f"TIMEOUT after {timeout_s:.0f}s: interrupting {' '.join(argv[1:4])} ...")
+        _signal_group(proc.pid, signal.SIGINT)
         try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        proc.wait(timeout=30)
+            proc.wait(timeout=GRACE_S)
+        except subprocess.TimeoutExpired:
+            out.step(f"still running after {GRACE_S:.0f}s more: SIGKILL")
+            _signal_group(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=30)
         reader.join(timeout=5)
         return None, time.monotonic() - t0
     reader.join(timeout=10)
@@ -168,8 +180,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="no GPU needed: environment, GPU tests (they skip), bench --dry-run")
     parser.add_argument("--skip-tests", action="store_true")
     parser.add_argument("--skip-bench", action="store_true")
-    parser.add_argument("--tests-timeout", type=float, default=320.0, help="seconds for pytest tests/gpu")
-    parser.add_argument("--bench-timeout", type=float, default=220.0, help="seconds for bench_evaluator.py")
+    parser.add_argument("--tests-timeout", type=float, default=300.0, help="seconds for pytest tests/gpu")
+    parser.add_argument("--bench-timeout", type=float, default=210.0, help="seconds for bench_evaluator.py")
     parser.add_argument("--out", type=Path, default=None, help="folder for the report files (default: $OUT)")
     args = parser.parse_args(argv)
     out_dir = args.out or (Path(os.environ["OUT"]) if os.environ.get("OUT") else None)

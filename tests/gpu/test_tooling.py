@@ -158,3 +158,16 @@ def test_extension_names_are_distinct_except_the_collision_pair() -> None:
     others = [v for k, v in names.items() if "collide" not in k]
     assert len(pair) == 2 and set(pair.values()) == {"stark_fx_collide"}
     assert len(others) == len(set(others)) and "stark_fx_collide" not in others
+
+
+def test_run_streamed_echoes_output_and_interrupts_at_the_deadline() -> None:
+    out = gpu_check.Transcript()
+    rc, _ = gpu_check.run_streamed(out, [sys.executable, "-c", "print('hello from child')"], timeout_s=60)
+    assert rc == 0 and "  | hello from child" in out.text()
+
+    # The child announces itself, then would sleep far past the deadline; SIGINT must end it.
+    script = "import time; print('started', flush=True); time.sleep(120)"
+    rc, seconds = gpu_check.run_streamed(out, [sys.executable, "-c", script], timeout_s=3)
+    assert rc is None
+    assert seconds < 3 + gpu_check.GRACE_S
+    assert "TIMEOUT after 3s" in out.text() and "still running" not in out.text()
