@@ -9,8 +9,8 @@ Steps, each announced on its own line and bounded by a timeout (nothing here can
   (a) environment: GPU, driver, torch, CUDA, nvcc, triton, pydantic versions;
   (b) ``pytest tests/gpu`` with a junit report, then a table: test, expected verdict, got, seconds;
   (c) ``tools/bench_evaluator.py`` (its own table and JSON);
-  (d) when $OUT is set (or --out is given), the files gpu_check.log, gpu_check.md, gpu_tests.xml and
-      bench_evaluator.json are written there as well.
+  (d) when $OUT is set (or --out is given), the files gpu_check.log (written as it goes, so it
+      survives a kill), gpu_check.md, gpu_tests.xml and bench_evaluator.json are written there.
 Exit status: 0 when every step ran and passed, 1 otherwise.
 """
 
@@ -32,17 +32,20 @@ GRACE_S = 20.0  # after an interrupt, time for a run to kill its own children be
 
 
 class Transcript:
-    """Everything printed goes to stdout and into the log kept for $OUT."""
+    """Everything printed goes to stdout and, line by line, to a log file (kept even if we are killed)."""
 
-    def __init__(self) -> None:
+    def __init__(self, log_path: Path | None = None) -> None:
         self.lines: list[str] = []
         self.lock = threading.Lock()
+        self.log = open(log_path, "w", encoding="utf-8", buffering=1) if log_path is not None else None
 
     def say(self, text: str = "") -> None:
         with self.lock:
             for line in text.splitlines() or [""]:
                 self.lines.append(line)
                 print(line, flush=True)
+                if self.log is not None:
+                    self.log.write(line + "\n")
 
     def step(self, text: str) -> None:
         self.say(f"[gpu_check {time.strftime('%H:%M:%S')}] {text}")
@@ -188,12 +191,18 @@ def main(argv: list[str] | None = None) -> int:
     work = out_dir if out_dir is not None else Path(os.environ.get("TMPDIR", "/tmp")) / "stark-gpu-check"
     work.mkdir(parents=True, exist_ok=True)
 
-    out = Transcript()
+    out = Transcript(out_dir / "gpu_check.log" if out_dir is not None else None)
     ok = True
     sections: list[str] = []
+
+    def write_report() -> None:  # after every step, so a killed run still leaves what it found
+        if out_dir is not None:
+            report = "# gpu_check\n\n" + "\n\n".join(sections) + "\n"
+            (out_dir / "gpu_check.md").write_text(report, encoding="utf-8")
     out.step(f"(a) environment{' [dry run]' if args.dry_run else ''}")
     env = environment(out)
     sections.append("## Environment\n\n" + "\n".join(f"- {k}: {v}" for k, v in env.items()))
+    write_report()
     if not args.dry_run and env.get("cuda available") != "True":
         out.step("no CUDA device visible: the GPU tests would only skip; use --dry-run to check the script")
         ok = False
@@ -214,6 +223,7 @@ def main(argv: list[str] | None = None) -> int:
             out.step("(b) no junit report was written")
             sections.append(f"## GPU tests\n\nno junit report (pytest exit {rc}, {seconds:.0f} s)")
         ok = ok and rc == 0
+        write_report()
 
     if not args.skip_bench:
         bench_json = work / "bench_evaluator.json"
@@ -227,12 +237,10 @@ def main(argv: list[str] | None = None) -> int:
             sections.append(f"## Evaluator benchmark (exit {rc}, {seconds:.0f} s)\n\n{bench_md.read_text()}")
             bench_md.unlink()  # its table is in gpu_check.md; keep $OUT to a few files
         ok = ok and rc == 0
+        write_report()
 
     out.step(f"done: {'all steps passed' if ok else 'SOME STEPS FAILED'}")
     if out_dir is not None:
-        report = "# gpu_check\n\n" + "\n\n".join(sections) + "\n"
-        (out_dir / "gpu_check.md").write_text(report, encoding="utf-8")
-        (out_dir / "gpu_check.log").write_text(out.text(), encoding="utf-8")
         written = sorted(p.name for p in out_dir.iterdir() if p.is_file())
         out.step(f"(d) wrote {', '.join(written)} to {out_dir}")
     return 0 if ok else 1
