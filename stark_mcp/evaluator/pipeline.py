@@ -176,6 +176,9 @@ class _Driver:
                          f"during the {self.phase} phase without reporting a result")
 
     def _child_error(self, record: dict[str, Any]) -> DeviceOutcome:
+        if record.get("status") == "problem":  # the task's own code failed in the harness
+            raise ProblemError(f"{record.get('reason')} failed: {record.get('message')}\n"
+                               + trim_tail(str(record.get("traceback", "")), 2000))
         status = CHILD_ERROR_STATUSES.get(str(record.get("status")))
         if status is None:
             return self.fail(Status.RUNTIME_ERROR, "channel", f"invalid error record status {record.get('status')!r}")

@@ -110,7 +110,7 @@ class Prober:
             if cached["cuda"]:
                 cached["info"] = asdict(DeviceInfo(
                     kind="cuda", name=str(record["device_name"]), torch_version=str(record["torch"]),
-                    capability=str(record["capability"]), l2_bytes=int(record.get("l2_bytes") or 0)))
+                    capability=str(record["capability"]), l2_bytes=int(str(record.get("l2_bytes") or 0))))
             self._write(key, cached)
         self._cuda = DeviceInfo(**cached["info"]) if cached.get("cuda") else None
         self._known = True

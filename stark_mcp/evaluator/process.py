@@ -105,6 +105,8 @@ class ChildProcess:
     async def __aexit__(self, *exc: object) -> None:
         self.kill()
         if self.proc is not None:
+            if self.proc.stdin is not None:
+                self.proc.stdin.close()
             try:
                 await asyncio.wait_for(asyncio.shield(self.proc.wait()), 10)
             except (asyncio.TimeoutError, asyncio.CancelledError):

@@ -26,7 +26,7 @@ Verdict = harness.Verdict
 
 
 def run_probe(spec: dict[str, Any], ch: proto.Channel) -> None:
-    info: dict[str, Any] = {"kind": "probe", "torch": torch.__version__, "cuda": torch.cuda.is_available()}
+    info: dict[str, Any] = {"kind": "probe", "torch": str(torch.__version__), "cuda": torch.cuda.is_available()}
     if info["cuda"]:
         props = torch.cuda.get_device_properties(0)
         info.update(device_name=props.name, capability=f"{props.major}.{props.minor}",
@@ -139,7 +139,10 @@ def run_candidate(spec: dict[str, Any], ch: proto.Channel) -> None:
                           + "; ".join(changes))
 
     ch.send({"kind": "phase", "phase": "load"})
-    problem = harness.load_module(spec["problem_path"], "stark_problem")
+    try:
+        problem = harness.load_module(spec["problem_path"], "stark_problem")
+    except BaseException as exc:
+        raise Verdict("problem", "import", harness.describe(exc), traceback.format_exc()) from None
     module = harness.import_candidate(spec["candidate_path"])
     cls = getattr(module, "ModelNew", None)
     if cls is None:
@@ -155,7 +158,10 @@ def run_candidate(spec: dict[str, Any], ch: proto.Channel) -> None:
 
     ch.send({"kind": "phase", "phase": "correctness"})
     for trial, seed in enumerate(spec["trial_seeds"]):
-        inputs = harness.make_inputs(problem, seed, device)
+        try:
+            inputs = harness.make_inputs(problem, seed, device)
+        except BaseException as exc:
+            raise Verdict("problem", "get_inputs()", harness.describe(exc), traceback.format_exc()) from None
         try:
             encoded, rejection = _forward_checked(model, inputs, device)
         except BaseException as exc:
