@@ -1,0 +1,29 @@
+"""The text a host reads when it connects: how to drive a STARK search with the tools."""
+
+INSTRUCTIONS = """\
+stark-mcp makes a PyTorch module faster by searching over custom kernels that YOU write, and proves
+every speedup with a trusted evaluator (correctness against the reference on fresh inputs, then
+timing against eager and torch.compile). Runtimes are only ever measured by this server.
+
+The loop (STARK: plan / code / debug roles over a tree of attempts):
+1. create_run(problem=<path to a .py file, or its source>) -> run_id, root_node_id, baselines.
+   The problem defines class Model(nn.Module), get_inputs() and get_init_inputs().
+2. Repeat until the budget is used (add_child reports attempts_left):
+   a. select_node(run_id) -> node_id and action ('plan' or 'debug').
+   b. action 'plan': build_context(run_id, node_id, role='plan') and answer that prompt with a plan:
+      advice plus the node's full source with the code to change wrapped in
+      '# <<<IMPROVE BEGIN>>>' / '# <<<IMPROVE END>>>' lines. Then
+      build_context(run_id, node_id, role='code', plan=<your plan>) and answer with the complete
+      new source defining class ModelNew. Record it: add_child(run_id, parent_id=node_id,
+      source=<source>, plan=<plan>, action='plan').
+   c. action 'debug': build_context(run_id, node_id, role='debug'), write the repaired source, then
+      add_child(run_id, parent_id=node_id, source=<source>, action='debug').
+   Optional: evaluate_kernel(run_id, source) tries a source without recording it; pass its
+   evaluation_id to add_child with the same source to record that result without re-running it.
+3. leaderboard(run_id) for the fastest correct nodes, export_kernel(run_id) for a runnable file.
+
+Also: list_runs, get_node, and optimize(run_id, budget) which runs the whole loop inside the server
+when it has an LLM API key. Prompts plan/code/debug render the same text as build_context.
+Resources: stark://runs, stark://runs/{run_id}/tree, stark://runs/{run_id}/nodes/{node_id}/source,
+stark://runs/{run_id}/nodes/{node_id}/logs, stark://runs/{run_id}/best.
+"""

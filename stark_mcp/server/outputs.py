@@ -1,0 +1,180 @@
+"""The structured results of the MCP tools: what a host's model reads back.
+
+Flat records with the numbers an agent acts on (status, reason, runtime, speedups)
+and a ``next`` hint naming the tool to call afterwards. Built from the core's
+records here so the tools stay one-liners.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from stark_mcp.orchestrator.service import LeaderboardEntry
+from stark_mcp.records import Evaluation, Node, TimingStats
+from stark_mcp.store import RunRecord, RunStats
+from stark_mcp.store.records import StoredEvaluation
+
+
+class RunCreated(BaseModel):
+    run_id: str
+    root_node_id: str = Field(description="the reference module's node; select_node starts from it")
+    problem: str = Field(description="the problem's name")
+    device: str = Field(description="where candidates are evaluated: cuda or cpu")
+    policy: str
+    budget: int = Field(description="attempts allowed, the root not counted")
+    seed: int
+    baselines_ms: dict[str, float] = Field(description="median runtime of each baseline in ms (eager, compile...)")
+    next: str
+
+
+class NodeSelection(BaseModel):
+    run_id: str
+    node_id: str = Field(description="the node to expand")
+    action: str = Field(description="plan: plan then code a new child; debug: repair this failing node")
+    reason: str = Field(description="why the policy chose it")
+    attempts_left: int
+    next: str
+
+
+class ContextPrompt(BaseModel):
+    run_id: str
+    node_id: str
+    role: str
+    prompt: str = Field(description="the full prompt for the role: follow it and reply as it asks")
+    node_ids: list[str] = Field(description="the historical nodes shown in the role's context window")
+    next: str
+
+
+class EvaluationResult(BaseModel):
+    """One verdict of the trusted evaluator, flattened for reading."""
+
+    status: str = Field(
+        description="passed, build_error, load_error, runtime_error, timeout, wrong_output or rejected"
+    )
+    reason: str | None = Field(None, description="machine-readable reason code, e.g. tolerance, shape")
+    message: str = ""
+    runtime_ms: float | None = Field(None, description="median runtime in ms (passed only)")
+    iqr_ms: float | None = None
+    speedups: dict[str, float] = Field(default_factory=dict, description="baseline median / candidate median")
+    flags: list[str] = Field(default_factory=list)
+    max_rel_error: float | None = None
+    tolerance: float | None = None
+    logs: dict[str, str] = Field(default_factory=dict, description="trimmed logs by phase")
+    cached: bool = False
+
+    @classmethod
+    def of(cls, evaluation: Evaluation) -> EvaluationResult:
+        runtime = evaluation.runtime
+        correctness = evaluation.correctness
+        return cls(
+            status=evaluation.status.value, reason=evaluation.reason, message=evaluation.message,
+            runtime_ms=runtime.median_ms if runtime else None, iqr_ms=runtime.iqr_ms if runtime else None,
+            speedups=finite(evaluation.speedups), flags=list(evaluation.flags),
+            max_rel_error=correctness.rel_norm_error if correctness else None,
+            tolerance=correctness.tolerance if correctness else None,
+            logs=dict(evaluation.logs), cached=evaluation.cached,
+        )
+
+
+class KernelEvaluation(EvaluationResult):
+    evaluation_id: str = Field(description="pass it to add_child with the same source to record this result")
+    next: str
+
+    @classmethod
+    def stored(cls, stored: StoredEvaluation, next_hint: str) -> KernelEvaluation:
+        base = EvaluationResult.of(stored.evaluation)
+        return cls(**base.model_dump(), evaluation_id=stored.id, next=next_hint)
+
+
+class ChildAdded(BaseModel):
+    run_id: str
+    node_id: str
+    parent_id: str
+    action: str
+    status: str
+    reason: str | None = None
+    message: str = ""
+    runtime_ms: float | None = None
+    speedups: dict[str, float] = Field(default_factory=dict)
+    adherence: float | None = Field(None, description="share of changed lines inside the plan's anchored spans")
+    attempts_left: int
+    next: str
+
+
+class Leaderboard(BaseModel):
+    run_id: str
+    entries: list[LeaderboardEntry] = Field(description="fastest distinct correct nodes, fastest first")
+
+
+class RunSummary(BaseModel):
+    run_id: str
+    name: str
+    problem: str
+    device: str
+    policy: str
+    status: str
+    budget: int
+    attempts: int
+    passed: int
+    best_node_id: str | None = None
+    best_runtime_ms: float | None = None
+    best_speedups: dict[str, float] = Field(default_factory=dict)
+    created_at: float
+
+    @classmethod
+    def of(cls, run: RunRecord, stats: RunStats, best: Node | None) -> RunSummary:
+        return cls(
+            run_id=run.id, name=run.name, problem=run.problem.name, device=run.device,
+            policy=str(run.policy.get("name", "")), status=run.status, budget=run.budget,
+            attempts=stats.attempts, passed=stats.passed,
+            best_node_id=best.id if best else None,
+            best_runtime_ms=_median(best.evaluation.runtime) if best and best.evaluation else None,
+            best_speedups=finite(best.evaluation.speedups) if best and best.evaluation else {},
+            created_at=run.created_at,
+        )
+
+
+class RunList(BaseModel):
+    runs: list[RunSummary] = Field(description="newest first")
+
+
+class NodeDetail(BaseModel):
+    run_id: str
+    node_id: str
+    parent_id: str | None
+    action: str
+    children: list[str]
+    plan: str | None
+    source: str
+    adherence: float | None
+    evaluation: EvaluationResult | None
+
+
+class ExportedKernel(BaseModel):
+    run_id: str
+    node_id: str
+    runtime_ms: float | None
+    speedups: dict[str, float]
+    source: str = Field(description="a runnable file: ModelNew plus a __main__ self-check against the reference")
+
+
+class OptimizeResult(BaseModel):
+    run_id: str
+    attempts: int = Field(description="attempts made by this call")
+    attempts_left: int
+    best_node_id: str | None
+    best_runtime_ms: float | None
+    best_speedups: dict[str, float] = Field(default_factory=dict)
+    summary: dict[str, Any] = Field(default_factory=dict, description="the search loop's own summary")
+
+
+def finite(values: dict[str, float]) -> dict[str, float]:
+    """JSON has no infinity; speedups that are not finite are dropped rather than sent as strings."""
+    return {k: v for k, v in values.items() if math.isfinite(v)}
+
+
+def _median(stats: TimingStats | None) -> float | None:
+    return stats.median_ms if stats is not None else None
