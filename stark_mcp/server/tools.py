@@ -73,11 +73,12 @@ def register_tools(server: MCPServer[Any]) -> None:
         The problem must define class Model(nn.Module), get_inputs() and get_init_inputs().
         Next: select_node(run_id)."""
         service = app_state(ctx).service
+        report = relay(ctx)
         with tool_errors():
             run, root = await service.create_run(
-                problem, device=device, policy=policy, budget=budget, seed=seed, name=name,
-                progress=relay(ctx),
+                problem, device=device, policy=policy, budget=budget, seed=seed, name=name, progress=report,
             )
+        await report(1, 1, f"run {run.id} created")
         return RunCreated(
             run_id=run.id, root_node_id=root.id, problem=run.problem.name, device=run.device,
             policy=str(run.policy.get("name", policy)), budget=run.budget, seed=run.seed,

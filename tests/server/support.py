@@ -1,0 +1,97 @@
+"""Shared pieces of the server tests: fixture sources, fast evaluator settings, plans, helpers."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from mcp.types import CallToolResult
+
+from stark_mcp.config import Settings
+from stark_mcp.evaluator import EvalSettings
+from stark_mcp.server import build_server
+from stark_mcp.server.state import BackendFactory
+
+FIXTURES = Path(__file__).parent / "fixtures"
+PROBLEM = FIXTURES / "problem_relu_scale.py"
+MODES = ("auto", "legacy")
+
+# Small enough that one CPU evaluation is two short processes.
+FAST = EvalSettings(
+    baselines=("eager",), trials=2, min_calls=5, min_time_s=0.01, max_time_s=0.2, warmup_s=0.0, input_sets=1,
+    load_timeout_s=60, correctness_timeout_s=60, timing_timeout_s=60, baseline_timeout_s=120,
+)
+
+
+def source(name: str) -> str:
+    return (FIXTURES / f"{name}.py").read_text()
+
+
+def make_server(home: Path, backend_factory: BackendFactory | None = None) -> Any:
+    return build_server(Settings(home=home), eval_settings=FAST, backend_factory=backend_factory)
+
+
+def anchored_plan(base: str, body_line: str = "return torch.relu(x) * self.scale") -> str:
+    """A plan on ``base`` whose single span wraps the line holding ``body_line``."""
+    lines = []
+    for line in base.splitlines():
+        if body_line in line:
+            indent = line[: len(line) - len(line.lstrip())]
+            lines += [f"{indent}# <<<IMPROVE BEGIN>>>", line, f"{indent}# <<<IMPROVE END>>>"]
+        else:
+            lines.append(line)
+    scaffold = "\n".join(lines)
+    return f"## Advice\nReplace relu and the multiply with one clamp_min.\n\n## Scaffold\n```python\n{scaffold}\n```\n"
+
+
+def sleeper(pid_file: Path) -> str:
+    """A candidate whose forward records its process id and then hangs."""
+    return f'''import os
+import time
+
+import torch
+from torch import nn
+
+
+class ModelNew(nn.Module):
+    def __init__(self, scale: float) -> None:
+        super().__init__()
+        self.scale = scale
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        with open({str(pid_file)!r}, "w") as handle:
+            handle.write(str(os.getpid()))
+        time.sleep(300)
+        return x
+'''
+
+
+def ok(result: CallToolResult) -> dict[str, Any]:
+    assert not result.is_error, result.content
+    assert result.structured_content is not None
+    return result.structured_content
+
+
+def error_text(result: CallToolResult) -> str:
+    assert result.is_error, result.structured_content
+    return " ".join(getattr(block, "text", "") for block in result.content)
+
+
+def tree_of(text: str) -> dict[str, Any]:
+    return json.loads(text)
+
+
+class ProgressLog:
+    """Collects progress notifications and checks that they strictly increase."""
+
+    def __init__(self) -> None:
+        self.events: list[tuple[float, float | None, str | None]] = []
+
+    async def __call__(self, progress: float, total: float | None, message: str | None) -> None:
+        self.events.append((progress, total, message))
+
+    def assert_increasing(self) -> None:
+        values = [p for p, _, _ in self.events]
+        assert values == sorted(values) and len(set(values)) == len(values), values
+
