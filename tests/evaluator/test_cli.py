@@ -1,0 +1,69 @@
+"""``stark-mcp eval`` through a real subprocess: JSON shape and exit codes."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.evaluator.conftest import FIXTURES
+
+# While ``eval`` is the only registered command, typer would collapse the app into that single
+# command; a no-op callback keeps the ``stark-mcp eval ...`` form. The real main() is what runs.
+DRIVER = """
+import sys
+from stark_mcp import cli
+if len(cli.app.registered_commands) + len(cli.app.registered_groups) < 2 and cli.app.registered_callback is None:
+    cli.app.callback()(lambda: None)
+cli.main(sys.argv[1:])
+"""
+
+
+def run_cli(*args: str, home: Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "STARK_HOME": str(home)}
+    return subprocess.run([sys.executable, "-c", DRIVER, "eval", *args], capture_output=True, text=True,
+                          env=env, timeout=300, cwd=FIXTURES.parents[2])
+
+
+def test_json_verdict_and_exit_code_zero(tmp_path) -> None:
+    done = run_cli(str(FIXTURES / "relu_sum.py"), str(FIXTURES / "torch_ok.py"), "--device", "cpu",
+                   "--json", "--baselines", "eager", home=tmp_path)
+    assert done.returncode == 0, done.stderr
+    data = json.loads(done.stdout)
+    assert data["status"] == "passed" and data["reason"] is None
+    assert data["runtime"]["unit"] == "ms" and data["runtime"]["samples"] >= 30
+    assert set(data["baselines"]) == {"eager"} and data["speedups"]["eager"] > 0
+    assert data["correctness"]["allclose_1e2"] is True and isinstance(data["flags"], list)
+    assert (tmp_path / "cache" / "results").is_dir()
+
+
+def test_a_failing_candidate_still_exits_zero(tmp_path) -> None:
+    done = run_cli(str(FIXTURES / "relu_sum.py"), str(FIXTURES / "wrong_shape.py"), "--device", "cpu",
+                   "--json", "--baselines", "eager", home=tmp_path)
+    assert done.returncode == 0, done.stderr
+    data = json.loads(done.stdout)
+    assert (data["status"], data["reason"]) == ("wrong_output", "shape")
+
+
+def test_human_summary(tmp_path) -> None:
+    done = run_cli(str(FIXTURES / "relu_sum.py"), str(FIXTURES / "syntax_error.py"), "--device", "cpu",
+                   home=tmp_path)
+    assert done.returncode == 0
+    assert done.stdout.startswith("load_error (syntax): syntax error at line 8")
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["missing_problem.py", "torch_ok.py"], "no such problem file"),
+    (["relu_sum.py", "no_such_candidate.py"], "cannot read candidate"),
+    (["relu_sum.py", "torch_ok.py", "--baselines", "eager,warp_speed"], "unknown baseline"),
+    (["relu_sum.py", "torch_ok.py", "--device", "tpu"], "--device must be"),
+    (["problem_inputs_raise.py", "torch_ok.py", "--device", "cpu", "--baselines", "eager"], "no inputs today"),
+])
+def test_bad_arguments_exit_non_zero_with_a_message(tmp_path, args, needle) -> None:
+    resolved = [str(FIXTURES / a) if a.endswith(".py") else a for a in args]
+    done = run_cli(*resolved, home=tmp_path)
+    assert done.returncode == 2
+    assert done.stdout == ""
+    assert "error:" in done.stderr and needle in done.stderr
