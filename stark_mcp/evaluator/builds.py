@@ -13,6 +13,7 @@ from stark_mcp.evaluator.process import ChannelError, ChildProcess
 from stark_mcp.records import Status
 
 BUILT_MARKER = ".built"
+DEFERRED_MARKER = ".deferred"  # imports touch CUDA: only the device process can build it
 
 
 @dataclass
@@ -56,9 +57,11 @@ class BuildCache:
         return env
 
     async def build(self, source: str, source_hash: str, info: DeviceInfo, timeout: float) -> BuildOutcome:
+        directory = self.directory(source_hash)
         if self.is_built(source_hash):
             return BuildOutcome(ok=True, cached=True)
-        directory = self.directory(source_hash)
+        if (directory / DEFERRED_MARKER).exists():
+            return BuildOutcome(ok=True, deferred=True, cached=True)
         directory.mkdir(parents=True, exist_ok=True)
         self.clean_stale_locks(source_hash)
         env = self.env(source_hash, info) | {"CUDA_VISIBLE_DEVICES": ""}
@@ -68,8 +71,9 @@ class BuildCache:
             outcome.seconds = time.monotonic() - start
         if outcome.status is Status.TIMEOUT:
             self.clean_stale_locks(source_hash)
-        if outcome.ok and not outcome.deferred:
-            (directory / BUILT_MARKER).write_text(f"{outcome.seconds:.1f}\n")
+        if outcome.ok:
+            marker = DEFERRED_MARKER if outcome.deferred else BUILT_MARKER
+            (directory / marker).write_text(f"{outcome.seconds:.1f}\n")
         return outcome
 
     async def _await_result(self, child: ChildProcess, timeout: float, info: DeviceInfo) -> BuildOutcome:

@@ -20,7 +20,7 @@ from stark_mcp.evaluator.process import ChannelError, ChildProcess
 from stark_mcp.evaluator.settings import EvalSettings
 from stark_mcp.evaluator.stats import timing_stats
 from stark_mcp.problems import Problem, ProblemError
-from stark_mcp.records import CorrectnessReport, Evaluation, Status, TimingStats
+from stark_mcp.records import CorrectnessReport, Status, TimingStats
 
 CHILD_ERROR_STATUSES = {s.value: s for s in (Status.BUILD_ERROR, Status.LOAD_ERROR, Status.RUNTIME_ERROR,
                                              Status.REJECTED)}
@@ -113,6 +113,7 @@ class _Driver:
         self.kernels: list[list[Any]] | None = None
         self.flags: list[str] = []
         self.correctness: CorrectnessReport | None = None
+        self.references: list[ReferenceTrial] = []
 
     def fail(self, status: Status, reason: str, message: str, **logs: str) -> DeviceOutcome:
         self._close_phase()
@@ -218,7 +219,7 @@ class _Driver:
 
     def _finish(self) -> DeviceOutcome:
         self._close_phase()
-        if self.timing is None or "recheck" not in self.outputs:
+        if self.timing is None or "recheck" not in self.outputs or not self.references:
             return self.fail(Status.RUNTIME_ERROR, "no_result", "the candidate finished without timing results")
         try:
             runtime = timing_stats(self.timing.get("samples_ms") or [])

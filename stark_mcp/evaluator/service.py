@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +31,6 @@ _TOTAL = 5.0
 class _Shared:
     task: asyncio.Task[Evaluation]
     waiters: int = 0
-    done: list[str] = field(default_factory=list)
 
 
 class Evaluator:

@@ -21,7 +21,7 @@ from stark_mcp.evaluator.process import ChannelError, ChildProcess
 from stark_mcp.evaluator.settings import EvalSettings
 from stark_mcp.problems import Problem, ProblemError
 from stark_mcp.problems.record import source_hash
-from stark_mcp.records import Evaluation, Status
+from stark_mcp.records import Evaluation
 
 Progress = Callable[[float, float | None, str], Awaitable[None]]
 PhaseNote = Callable[[str], Awaitable[None]]

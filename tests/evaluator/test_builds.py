@@ -39,6 +39,18 @@ async def test_same_extension_name_different_source_gets_its_own_build(cache_dir
     assert all((cache_dir / "builds" / d / "stark_relu_sum").is_dir() for d in dirs) and len(dirs) == 2
 
 
+async def test_build_past_its_budget_is_killed_and_leaves_no_lock(cache_dir) -> None:
+    from tests.evaluator.conftest import FAST
+
+    settings = FAST.model_copy(update={"build_timeout_s": 8.0})
+    result = await evaluate_fixture(cache_dir, "relu_sum.py", "ext_compile_error.py", settings=settings,
+                                    use_cache=False)
+    assert (result.status, result.reason) == (Status.TIMEOUT, "build")
+    digest = source_hash(fixture_text("ext_compile_error.py"))
+    assert not list((cache_dir / "builds" / digest).glob("*/lock"))
+    # The next test builds this same source again and must not wait on the killed build.
+
+
 async def test_compile_error_keeps_the_first_error(cache_dir) -> None:
     result = await evaluate_fixture(cache_dir, "relu_sum.py", "ext_compile_error.py", use_cache=False)
     assert (result.status, result.reason) == (Status.BUILD_ERROR, "compile")

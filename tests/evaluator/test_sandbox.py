@@ -2,12 +2,11 @@ import os
 
 import pytest
 
-from stark_mcp.evaluator.sandbox import looks_secret, scrub_env
-from tests.evaluator.conftest import FAST, FIXTURES
-
 from stark_mcp.evaluator import Evaluator
+from stark_mcp.evaluator.sandbox import looks_secret, scrub_env
 from stark_mcp.problems import load_problem
 from stark_mcp.records import Status
+from tests.evaluator.conftest import FAST, FIXTURES
 
 
 def test_secrets_and_unknown_variables_are_dropped() -> None:

@@ -28,8 +28,7 @@ class Verdict(Exception):
 
 
 def describe(exc: BaseException) -> str:
-    text = f"{type(exc).__name__}: {exc}"
-    return text
+    return f"{type(exc).__name__}: {exc}"
 
 
 def load_module(path: str, name: str) -> ModuleType:
