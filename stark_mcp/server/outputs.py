@@ -8,8 +8,6 @@ records here so the tools stay one-liners.
 from __future__ import annotations
 
 import math
-from typing import Any
-
 from pydantic import BaseModel, Field
 
 from stark_mcp.orchestrator.service import LeaderboardEntry
@@ -163,12 +161,16 @@ class ExportedKernel(BaseModel):
 
 class OptimizeResult(BaseModel):
     run_id: str
-    attempts: int = Field(description="attempts made by this call")
+    attempts: int = Field(description="attempts recorded by this call")
     attempts_left: int
+    stop_reason: str = Field(description="why the loop stopped: budget, a limit, ...")
+    message: str
     best_node_id: str | None
     best_runtime_ms: float | None
     best_speedups: dict[str, float] = Field(default_factory=dict)
-    summary: dict[str, Any] = Field(default_factory=dict, description="the search loop's own summary")
+    cost_usd: float = Field(0.0, description="LLM cost of the whole run so far")
+    failed_expansions: int = Field(0, description="expansions whose agents produced no usable attempt")
+    next: str
 
 
 def finite(values: dict[str, float]) -> dict[str, float]:

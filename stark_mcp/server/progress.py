@@ -8,9 +8,12 @@ to a request's context.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Awaitable, Callable
 
 from mcp.server.mcpserver import Context
+
+from stark_mcp.orchestrator.events import SearchEvent, SearchProgress, describe_event
 
 Progress = Callable[[float, float | None, str], Awaitable[None]]
 
@@ -47,5 +50,41 @@ def relay(ctx: Context) -> Progress:
     async def report(done: float, total: float | None, message: str) -> None:
         value, scaled_total = scale.step(done, total)
         await ctx.report_progress(value, scaled_total, message)
+
+    return report
+
+
+class AttemptProgress:
+    """Maps search events onto attempts: ``attempt`` recorded so far, out of ``target``.
+
+    Several events share one attempt count (selected, llm, evaluated); each moves the value
+    halfway towards the next whole attempt, so it rises strictly without passing it. An event
+    that could only be shown beyond the total (the loop's last word after its last attempt)
+    gets ``None``: it is not reported.
+    """
+
+    def __init__(self) -> None:
+        self._last: float | None = None
+
+    def step(self, attempt: int, target: int) -> tuple[float, float] | None:
+        total = float(max(target, attempt))
+        value = float(attempt)
+        if self._last is not None and value <= self._last:
+            next_whole = math.floor(self._last) + 1
+            value = self._last + (next_whole - self._last) / 2
+        if value > total:
+            return None
+        self._last = value
+        return value, total
+
+
+def search_relay(ctx: Context) -> SearchProgress:
+    """A loop progress callback that reports each search event to the calling client."""
+    scale = AttemptProgress()
+
+    async def report(event: SearchEvent) -> None:
+        scaled = scale.step(event.attempt, event.target)
+        if scaled is not None:
+            await ctx.report_progress(scaled[0], scaled[1], describe_event(event))
 
     return report

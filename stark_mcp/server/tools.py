@@ -12,10 +12,11 @@ from typing import Annotated, Any
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ToolAnnotations
-from pydantic import BaseModel, Field
+from pydantic import Field
 
 from stark_mcp.llm import MissingAPIKey
 from stark_mcp.orchestrator.export import export_source
+from stark_mcp.orchestrator.loop import run_search
 from stark_mcp.server.errors import tool_errors
 from stark_mcp.server.outputs import (
     ChildAdded,
@@ -32,7 +33,7 @@ from stark_mcp.server.outputs import (
     RunSummary,
     finite,
 )
-from stark_mcp.server.progress import relay
+from stark_mcp.server.progress import relay, search_relay
 from stark_mcp.server.state import app_state
 
 READ_ONLY = ToolAnnotations(read_only_hint=True, idempotent_hint=True, open_world_hint=False)
@@ -259,23 +260,13 @@ def register_tools(server: MCPServer[Any]) -> None:
                 backend = state.backend_factory()
             except MissingAPIKey:
                 raise ToolError(NO_BACKEND) from None
-            from stark_mcp.orchestrator.loop import run_search
-            before = await service.store.count_nodes(run_id)
-            summary = await run_search(service, run_id, backend, budget=budget, progress=relay(ctx))
-            after = await service.store.count_nodes(run_id)
+            await service.get_run(run_id)  # an unknown run fails before any LLM call
+            summary = await run_search(service, run_id, backend, budget=budget, progress=search_relay(ctx))
             left = await service.attempts_left(run_id)
-            best = await service.best(run_id)
-        evaluation = best.evaluation if best else None
         return OptimizeResult(
-            run_id=run_id, attempts=after - before, attempts_left=left,
-            best_node_id=best.id if best else None,
-            best_runtime_ms=evaluation.runtime.median_ms if evaluation and evaluation.runtime else None,
-            best_speedups=finite(evaluation.speedups) if evaluation else {},
-            summary=_as_dict(summary),
+            run_id=run_id, attempts=summary.new_attempts, attempts_left=left, stop_reason=summary.stop_reason,
+            message=summary.message, best_node_id=summary.best_node_id, best_runtime_ms=summary.best_runtime_ms,
+            best_speedups=finite(summary.speedups), cost_usd=summary.usage.cost_usd,
+            failed_expansions=len(summary.failed_expansions),
+            next=_after_child(left) if left else "Budget used: call leaderboard, then export_kernel.",
         )
-
-
-def _as_dict(summary: object) -> dict[str, Any]:
-    if isinstance(summary, BaseModel):
-        return summary.model_dump(mode="json")
-    return {"result": repr(summary)}
