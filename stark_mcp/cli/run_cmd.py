@@ -172,9 +172,10 @@ def register(app: typer.Typer) -> None:
         except KeyboardInterrupt:
             run_id = holder.get("run_id")
             if run_id:
-                console.print(f"interrupted; everything recorded is kept. Resume with: stark-mcp run --resume {run_id}")
+                typer.echo(f"interrupted; everything recorded is kept. Resume with: stark-mcp run --resume {run_id}",
+                           err=True)
             else:
-                console.print("interrupted before the run was recorded")
+                typer.echo("interrupted before the run was recorded", err=True)
             raise typer.Exit(INTERRUPTED_EXIT) from None
         except StarkError as exc:
             raise _fail(str(exc)) from None

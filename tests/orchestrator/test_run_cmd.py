@@ -1,0 +1,117 @@
+"""``stark-mcp run``, ``show`` and ``export`` as a user runs them: real subprocesses, a scripted model."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+from .conftest import FAST_JSON
+from .replies import CLAMPED, FUSED, PROBLEM_PATH, WHERE, code_reply, write_replies
+
+CLI = [sys.executable, "-m", "stark_mcp"]
+
+
+def _env(home: Path, cache: Path | None = None) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "STARK_"))}
+    env["STARK_HOME"] = str(home)
+    if cache is not None:
+        env["STARK_CACHE_DIR"] = str(cache)
+    return env
+
+
+def _attempts(db: Path, run_id: str | None = None) -> int:
+    if not db.exists():
+        return 0
+    where, args = ("AND run_id = ?", (run_id,)) if run_id else ("", ())
+    try:
+        with sqlite3.connect(db) as conn:
+            return conn.execute(f"SELECT COUNT(*) FROM nodes WHERE action != 'root' {where}", args).fetchone()[0]
+    except sqlite3.OperationalError:  # the runner is still creating the schema
+        return 0
+
+
+def test_without_a_key_run_says_how_to_set_one_before_any_work(tmp_path: Path) -> None:
+    started = time.monotonic()
+    done = subprocess.run(
+        [*CLI, "run", str(PROBLEM_PATH), "--device", "cpu"], env=_env(tmp_path / "home"),
+        capture_output=True, text=True, timeout=60,
+    )
+    assert done.returncode == 2
+    assert "ANTHROPIC_API_KEY" in done.stderr and "stark-mcp serve" in done.stderr and "needs no key" in done.stderr
+    assert done.stdout == ""
+    assert not (tmp_path / "home").exists()  # no database, no baselines: it stopped first
+    assert time.monotonic() - started < 30
+
+
+def test_run_interrupted_with_ctrl_c_then_resumed_writes_kernel_and_summary(tmp_path: Path, eval_cache: Path) -> None:
+    home, work = tmp_path / "home", tmp_path / "work"
+    work.mkdir()
+    env = _env(home, eval_cache)
+    db = home / "stark.db"
+    # Sources unique to this test are evaluated afresh (seconds each), so Ctrl-C lands mid-run.
+    sources = [s + f"# sample {uuid.uuid4().hex}\n" for s in (FUSED, CLAMPED, WHERE)]
+    first = write_replies(tmp_path / "first.json", [("generalist", code_reply(s)) for s in sources])
+    options = ["--device", "cpu", "--strategy", "sampling", "--baselines", "eager", "--eval-settings", FAST_JSON]
+    runner = subprocess.Popen(
+        [*CLI, "run", str(PROBLEM_PATH), "--budget", "3", "--seed", "4", "--backend", f"scripted:{first}",
+         "--out", str(tmp_path / "out1"), *options],
+        cwd=work, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    deadline = time.monotonic() + 120
+    while _attempts(db) < 1:
+        assert runner.poll() is None, runner.communicate()[1]
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+    runner.send_signal(signal.SIGINT)
+    stdout, stderr = runner.communicate(timeout=60)
+    assert runner.returncode == 130, stderr
+    run_id = json.loads((tmp_path / "out1" / "summary.json").read_text())["run_id"]
+    assert f"stark-mcp run --resume {run_id}" in stderr
+    done = _attempts(db, run_id)
+    assert 1 <= done < 3
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("SELECT status FROM runs WHERE id = ?", (run_id,)).fetchone()[0] == "interrupted"
+    assert json.loads((tmp_path / "out1" / "summary.json").read_text())["stop_reason"] == "interrupted"
+
+    rest = write_replies(tmp_path / "rest.json", [("generalist", code_reply(s)) for s in sources[done:]])
+    resumed = subprocess.run(
+        [*CLI, "run", "--resume", run_id, "--backend", f"scripted:{rest}"],
+        cwd=work, env=env, capture_output=True, text=True, timeout=180,
+    )
+    assert resumed.returncode == 0, resumed.stderr
+    assert f"stark-mcp run {run_id}" in resumed.stdout and "attempt" not in resumed.stdout.split("\n")[0].lower()
+    out = work / "stark-out" / run_id
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["attempts"] == 3 and summary["stop_reason"] == "budget" and summary["status"] == "finished"
+    assert summary["strategy"] == "sampling" and summary["best_node_id"] in ("n1", "n2", "n3")
+    kernel = subprocess.run([sys.executable, str(out / "best_kernel.py")], capture_output=True, text=True, timeout=120)
+    assert kernel.returncode == 0, kernel.stderr
+    assert "relative error vs reference" in kernel.stdout
+
+    shown = subprocess.run([*CLI, "show", run_id], env=env, capture_output=True, text=True, timeout=60)
+    assert shown.returncode == 0, shown.stderr
+    lines = shown.stdout.splitlines()
+    assert any(line.startswith("n0 root") for line in lines)
+    for node_id in ("n1", "n2", "n3"):
+        assert any(f"── {node_id} plan" in line and "passed" in line for line in lines)
+    assert "leaderboard" in shown.stdout
+
+    talk = subprocess.run([*CLI, "show", run_id, "--exchanges", "--node", "n2"], env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert talk.returncode == 0 and "generalist agent" in talk.stdout and sources[1].strip() in talk.stdout
+
+    target = tmp_path / "n1.py"
+    exported = subprocess.run([*CLI, "export", run_id, "--node", "n1", "--out", str(target)], env=env,
+                              capture_output=True, text=True, timeout=60)
+    assert exported.returncode == 0, exported.stderr
+    assert sources[0].strip() in target.read_text()
+    missing = subprocess.run([*CLI, "export", run_id, "--node", "n9", "--out", str(target)], env=env,
+                             capture_output=True, text=True, timeout=60)
+    assert missing.returncode == 2 and "no node 'n9'" in missing.stderr
