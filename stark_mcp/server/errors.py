@@ -26,7 +26,8 @@ _HINTS: tuple[tuple[type[StarkError], str], ...] = (
     (NotFound, "Call list_runs for run ids, or read stark://runs/{run_id}/tree for node ids."),
     (AnchorError, "Fix the plan's scaffold: it must be the node's source with the code to change "
                   "wrapped in '# <<<IMPROVE BEGIN>>>' / '# <<<IMPROVE END>>>' comment lines."),
-    (NothingEligible, "No node can be expanded any more; read the leaderboard and export, or start a new run."),
+    (NothingEligible, "No node can be expanded any more; read the leaderboard and export, "
+                      "or start a new run."),
     (TreeError, "Call select_node for a valid node, or read stark://runs/{run_id}/tree for node ids."),
     (BudgetExhausted, ""),
     (InvalidInput, ""),

@@ -24,7 +24,9 @@ class RunCreated(BaseModel):
     policy: str
     budget: int = Field(description="attempts allowed, the root not counted")
     seed: int
-    baselines_ms: dict[str, float] = Field(description="median runtime of each baseline in ms (eager, compile...)")
+    baselines_ms: dict[str, float] = Field(
+        description="median runtime of each baseline in ms (eager, compile...)"
+    )
     next: str
 
 
@@ -97,7 +99,9 @@ class ChildAdded(BaseModel):
     message: str = ""
     runtime_ms: float | None = None
     speedups: dict[str, float] = Field(default_factory=dict)
-    adherence: float | None = Field(None, description="share of changed lines inside the plan's anchored spans")
+    adherence: float | None = Field(
+        None, description="share of changed lines inside the plan's anchored spans"
+    )
     attempts_left: int
     next: str
 
@@ -156,7 +160,9 @@ class ExportedKernel(BaseModel):
     node_id: str
     runtime_ms: float | None
     speedups: dict[str, float]
-    source: str = Field(description="a runnable file: ModelNew plus a __main__ self-check against the reference")
+    source: str = Field(
+        description="a runnable file: ModelNew plus a __main__ self-check against the reference"
+    )
 
 
 class OptimizeResult(BaseModel):

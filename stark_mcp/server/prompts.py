@@ -15,7 +15,9 @@ from stark_mcp.server.errors import prompt_errors
 from stark_mcp.server.state import app_state
 
 
-async def render_role(ctx: Context, run_id: str, node_id: str, role: str, plan: str | None = None) -> list[UserMessage]:
+async def render_role(
+    ctx: Context, run_id: str, node_id: str, role: str, plan: str | None = None
+) -> list[UserMessage]:
     with prompt_errors():
         prompt = await app_state(ctx).service.build_context(run_id, node_id, role, plan)
     return [UserMessage(prompt.text)]

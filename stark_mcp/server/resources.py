@@ -78,7 +78,9 @@ def register_resources(server: MCPServer[Any], shared: SharedState) -> None:
                 summaries.append(RunSummary.of(run, stats, best).model_dump(mode="json"))
         return json.dumps(summaries, indent=2)
 
-    @server.resource("stark://runs/{run_id}/tree", name="run_tree", title="A run's tree", mime_type="application/json")
+    @server.resource(
+        "stark://runs/{run_id}/tree", name="run_tree", title="A run's tree", mime_type="application/json"
+    )
     async def run_tree(run_id: str, ctx: Context) -> str:
         """The run's nodes: id, parent, action, status, reason, runtime, speedups, adherence."""
         store = app_state(ctx).service.store
@@ -104,7 +106,10 @@ def register_resources(server: MCPServer[Any], shared: SharedState) -> None:
         with resource_errors():
             return logs_text(await app_state(ctx).service.store.get_node(run_id, node_id))
 
-    @server.resource("stark://runs/{run_id}/best", name="best_kernel", title="A run's best kernel", mime_type="text/x-python")
+    @server.resource(
+        "stark://runs/{run_id}/best", name="best_kernel", title="A run's best kernel",
+        mime_type="text/x-python",
+    )
     async def best_kernel(run_id: str, ctx: Context) -> str:
         """The fastest correct node as a runnable file with a self-check against the reference."""
         service = app_state(ctx).service

@@ -42,7 +42,9 @@ class SharedState:
 
     def __init__(self, opener: Callable[[AsyncExitStack], Awaitable[AppState]]) -> None:
         self._opener = opener
-        self._shares: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Share] = weakref.WeakKeyDictionary()
+        self._shares: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Share] = (
+            weakref.WeakKeyDictionary()
+        )
 
     @asynccontextmanager
     async def acquire(self) -> AsyncIterator[AppState]:

@@ -36,10 +36,17 @@ from stark_mcp.server.outputs import (
 from stark_mcp.server.progress import relay, search_relay
 from stark_mcp.server.state import app_state
 
-READ_ONLY = ToolAnnotations(read_only_hint=True, idempotent_hint=True, open_world_hint=False)
-RECORDS = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=False)
-EVALUATES = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
-CALLS_LLM = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=True)
+def _hints(*, read_only: bool, idempotent: bool, open_world: bool = False) -> ToolAnnotations:
+    return ToolAnnotations(
+        read_only_hint=read_only, destructive_hint=None if read_only else False,
+        idempotent_hint=idempotent, open_world_hint=open_world,
+    )
+
+
+READ_ONLY = _hints(read_only=True, idempotent=True)
+RECORDS = _hints(read_only=False, idempotent=False)
+EVALUATES = _hints(read_only=False, idempotent=True)
+CALLS_LLM = _hints(read_only=False, idempotent=False, open_world=True)
 
 NO_BACKEND = (
     "optimize needs an LLM API: set ANTHROPIC_API_KEY (or STARK_LLM) in the server's environment and "
@@ -50,6 +57,19 @@ NO_BACKEND = (
 RunId = Annotated[str, Field(description="the run id from create_run or list_runs, e.g. r-7kq2mz")]
 NodeId = Annotated[str, Field(description="a node id of that run, e.g. n0 (the root) or n3")]
 Source = Annotated[str, Field(description="the complete Python file defining class ModelNew(nn.Module)")]
+ProblemArg = Annotated[
+    str, Field(description="path to a problem .py file (or file.jsonl:LEVEL/ID), or the source itself")
+]
+PlanForCode = Annotated[
+    str | None, Field(description="role 'code' only: the plan (advice + anchored scaffold)")
+]
+ParentId = Annotated[str, Field(description="the node this attempt improves or repairs (from select_node)")]
+ActionArg = Annotated[str, Field(description="'plan' for plan+code, 'debug' for a repair of parent_id")]
+EvaluationId = Annotated[str | None, Field(description="from evaluate_kernel on this same source")]
+ExportNode = Annotated[str | None, Field(description="a node id; default: the fastest correct node")]
+OptimizeBudget = Annotated[
+    int | None, Field(description="attempts to make now; default: all that are left", ge=1)
+]
 
 
 def _after_child(attempts_left: int) -> str:
@@ -61,7 +81,7 @@ def _after_child(attempts_left: int) -> str:
 def register_tools(server: MCPServer[Any]) -> None:
     @server.tool(title="Create a run", annotations=RECORDS)
     async def create_run(
-        problem: Annotated[str, Field(description="path to a problem .py file (or file.jsonl:LEVEL/ID), or the source itself")],
+        problem: ProblemArg,
         ctx: Context,
         device: Annotated[str, Field(description="auto, cuda or cpu")] = "auto",
         policy: Annotated[str, Field(description="stark, greedy, sampling, reflexion or mcts")] = "stark",
@@ -117,7 +137,7 @@ def register_tools(server: MCPServer[Any]) -> None:
         node_id: NodeId,
         role: Annotated[str, Field(description="plan, code or debug")],
         ctx: Context,
-        plan: Annotated[str | None, Field(description="role 'code' only: the plan (advice + anchored scaffold)")] = None,
+        plan: PlanForCode = None,
     ) -> ContextPrompt:
         """The full prompt for one role at one node, built from that role's context window of the tree
         (the node, the root, and the related attempts with their results). Answer the prompt yourself.
@@ -130,8 +150,10 @@ def register_tools(server: MCPServer[Any]) -> None:
             prompt = await service.build_context(run_id, node_id, role, plan)
         follow = {
             "plan": "Answer with the plan, then call build_context with role='code' and plan=<your answer>.",
-            "code": "Write the full source, then add_child(run_id, parent_id=node_id, source, plan, action='plan').",
-            "debug": "Write the repaired source, then add_child(run_id, parent_id=node_id, source, action='debug').",
+            "code": "Write the full source, then "
+                    "add_child(run_id, parent_id=node_id, source, plan, action='plan').",
+            "debug": "Write the repaired source, then "
+                     "add_child(run_id, parent_id=node_id, source, action='debug').",
         }
         return ContextPrompt(
             run_id=run_id, node_id=node_id, role=role, prompt=prompt.text, node_ids=prompt.node_ids,
@@ -151,19 +173,20 @@ def register_tools(server: MCPServer[Any]) -> None:
         hint = (
             "Record it with add_child(..., evaluation_id=...)."
             if stored.evaluation.passed
-            else "Fix the source (see message and logs) and evaluate again, or record the attempt with add_child."
+            else "Fix the source (see message and logs) and evaluate again, "
+            "or record the attempt with add_child."
         )
         return KernelEvaluation.stored(stored, hint)
 
     @server.tool(title="Record an attempt", annotations=RECORDS)
     async def add_child(
         run_id: RunId,
-        parent_id: Annotated[str, Field(description="the node this attempt improves or repairs (from select_node)")],
+        parent_id: ParentId,
         source: Source,
         ctx: Context,
         plan: Annotated[str | None, Field(description="the plan the code follows (action 'plan')")] = None,
-        action: Annotated[str, Field(description="'plan' for plan+code, 'debug' for a repair of parent_id")] = "plan",
-        evaluation_id: Annotated[str | None, Field(description="from evaluate_kernel on this same source")] = None,
+        action: ActionArg = "plan",
+        evaluation_id: EvaluationId = None,
     ) -> ChildAdded:
         """Record an attempt as a child of parent_id. The server evaluates the source itself (or reuses
         evaluation_id when it belongs to this run and this exact source); a result can never be supplied.
@@ -190,7 +213,7 @@ def register_tools(server: MCPServer[Any]) -> None:
         k: Annotated[int, Field(description="how many entries", ge=1, le=100)] = 5,
     ) -> Leaderboard:
         """The k fastest distinct correct nodes of the run, fastest first, each with node_id,
-        runtime_ms (median) and speedups over the baselines. The root (the reference) counts."""
+        runtime_ms (median) and speedups over the baselines (eager, torch.compile)."""
         with tool_errors():
             entries = await app_state(ctx).service.leaderboard(run_id, k)
         return Leaderboard(run_id=run_id, entries=entries)
@@ -226,7 +249,7 @@ def register_tools(server: MCPServer[Any]) -> None:
     @server.tool(title="Export a kernel", annotations=READ_ONLY)
     async def export_kernel(
         run_id: RunId, ctx: Context,
-        node_id: Annotated[str | None, Field(description="a node id; default: the fastest correct node")] = None,
+        node_id: ExportNode = None,
     ) -> ExportedKernel:
         """A runnable Python file for a node (default: the run's best): its ModelNew source plus a
         __main__ self-check that compares it with the reference and times both. Save it and import
@@ -248,7 +271,7 @@ def register_tools(server: MCPServer[Any]) -> None:
     @server.tool(title="Optimize with the server's own LLM", annotations=CALLS_LLM)
     async def optimize(
         run_id: RunId, ctx: Context,
-        budget: Annotated[int | None, Field(description="attempts to make now; default: all that are left", ge=1)] = None,
+        budget: OptimizeBudget = None,
     ) -> OptimizeResult:
         """Run the STARK loop inside the server (plan, code and debug agents calling the configured LLM
         API) for up to budget attempts, reporting progress per attempt. Needs ANTHROPIC_API_KEY or
@@ -265,7 +288,8 @@ def register_tools(server: MCPServer[Any]) -> None:
             left = await service.attempts_left(run_id)
         return OptimizeResult(
             run_id=run_id, attempts=summary.new_attempts, attempts_left=left, stop_reason=summary.stop_reason,
-            message=summary.message, best_node_id=summary.best_node_id, best_runtime_ms=summary.best_runtime_ms,
+            message=summary.message, best_node_id=summary.best_node_id,
+            best_runtime_ms=summary.best_runtime_ms,
             best_speedups=finite(summary.speedups), cost_usd=summary.usage.cost_usd,
             failed_expansions=len(summary.failed_expansions),
             next=_after_child(left) if left else "Budget used: call leaderboard, then export_kernel.",

@@ -55,5 +55,6 @@ def serve_stdio(server: MCPServer[Any]) -> None:
 def serve_http(server: MCPServer[Any], *, host: str, port: int, token: str | None) -> None:
     import uvicorn
 
-    config = uvicorn.Config(http_app(server, host=host, token=token), host=host, port=port, log_level="warning")
+    app = http_app(server, host=host, token=token)
+    config = uvicorn.Config(app, host=host, port=port, log_level="warning")
     anyio.run(uvicorn.Server(config).serve)
