@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import secrets
 from pathlib import Path
 from typing import Any
 
@@ -17,9 +18,11 @@ def slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.+-]+", "_", text).strip("_")[:80] or "x"
 
 
-def _write_json(path: Path, data: Any) -> None:
+def write_json_atomic(path: Path, data: Any) -> None:
+    """Write then rename, with a temp name unique per call: concurrent writers in one
+    process (coroutines sharing a pid) must not rename each other's temp file away."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
     tmp.write_text(json.dumps(data, indent=1, sort_keys=True))
     os.replace(tmp, path)
 
@@ -42,7 +45,7 @@ class ResultCache:
     def put(self, key: tuple[str, str, str, str], evaluation: Evaluation) -> None:
         if evaluation.status in UNCACHED_STATUSES:
             return
-        _write_json(self.path(*key), evaluation.model_dump(mode="json", exclude={"cached"}))
+        write_json_atomic(self.path(*key), evaluation.model_dump(mode="json", exclude={"cached"}))
 
 
 class BaselineCache:
@@ -62,4 +65,4 @@ class BaselineCache:
         return data if isinstance(data, dict) else {}
 
     def store(self, path: Path, entries: dict[str, dict[str, Any]]) -> None:
-        _write_json(path, entries)
+        write_json_atomic(path, entries)

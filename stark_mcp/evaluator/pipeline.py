@@ -231,6 +231,9 @@ class _Driver:
         if not recheck.ok:
             return self.fail(Status.WRONG_OUTPUT, "inconsistent",
                              f"correct during the correctness trials but wrong after timing: {recheck.message}")
+        for flag in self.timing.get("flags") or []:
+            if isinstance(flag, str) and flag not in self.flags:
+                self.flags.append(flag)
         share = None
         if self.kernels:
             share = own_kernel_share([(str(n), float(t)) for n, t in self.kernels], self.source)

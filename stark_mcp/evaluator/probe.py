@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass
 from importlib import metadata
 from pathlib import Path
 
+from stark_mcp.evaluator.cache import write_json_atomic
 from stark_mcp.evaluator.errors import EvaluatorError
 from stark_mcp.evaluator.process import CHILD_MAIN, ChannelError, decode_record
 from stark_mcp.evaluator.sandbox import scrub_env
@@ -124,10 +125,7 @@ class Prober:
         return data.get(key) if isinstance(data, dict) else None
 
     def _write(self, key: str, value: dict) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(json.dumps({key: value}))
-        os.replace(tmp, self.path)
+        write_json_atomic(self.path, {key: value})
 
     def info(self, device: str) -> DeviceInfo:
         if device == "cpu":
