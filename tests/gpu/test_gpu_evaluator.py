@@ -246,6 +246,9 @@ def test_side_stream_gets_no_fake_speedup(verdict: Verdict) -> None:
         assert apparent <= 1.5, f"side stream looks {apparent:.1f}x faster than the same kernel joined"
         assert ev.speedups["eager"] <= 1.5 * honest.speedups["eager"]
         assert "implausible_speedup" not in ev.flags
+        # The timer saw the device-wide sync wait past the current stream's end event.
+        assert "unjoined_stream" in ev.flags, _text(ev)
+        assert "unjoined_stream" not in honest.flags, _text(honest)
 
 
 def test_same_name_half_a_runs_its_own_kernel(verdict: Verdict) -> None:
