@@ -10,15 +10,8 @@ import pytest
 
 from tests.evaluator.conftest import FIXTURES
 
-# While ``eval`` is the only registered command, typer would collapse the app into that single
-# command; a no-op callback keeps the ``stark-mcp eval ...`` form. The real main() is what runs.
-DRIVER = """
-import sys
-from stark_mcp import cli
-if len(cli.app.registered_commands) + len(cli.app.registered_groups) < 2 and cli.app.registered_callback is None:
-    cli.app.callback()(lambda: None)
-cli.main(sys.argv[1:])
-"""
+# The real entry point, as the console script runs it.
+DRIVER = "import sys; from stark_mcp.cli import main; main(sys.argv[1:])"
 
 
 def run_cli(*args: str, home: Path) -> subprocess.CompletedProcess[str]:
