@@ -47,7 +47,9 @@ def _fail(message: str) -> typer.Exit:
 
 
 @asynccontextmanager
-async def _open_service(settings: Settings, eval_settings: EvalSettings | None = None) -> AsyncIterator[RunService]:
+async def _open_service(
+    settings: Settings, eval_settings: EvalSettings | None = None
+) -> AsyncIterator[RunService]:
     async with await Store.open(settings.database) as store, Evaluator(
         settings.cache, settings=eval_settings or EvalSettings()
     ) as evaluator:
@@ -100,8 +102,8 @@ def _summary_table(summary: SearchSummary, kernel: Path | None, summary_path: Pa
     else:
         table.add_row("best", "no correct kernel yet")
     usage = summary.usage
-    table.add_row("LLM", f"{usage.calls} calls, {usage.input_tokens:,} in / {usage.output_tokens:,} out tokens, "
-                         f"${usage.cost_usd:.4f}")
+    tokens = f"{usage.input_tokens:,} in / {usage.output_tokens:,} out tokens"
+    table.add_row("LLM", f"{usage.calls} calls, {tokens}, ${usage.cost_usd:.4f}")
     table.add_row("wall time", f"{summary.wall_s:.1f} s")
     table.add_row("kernel", str(kernel) if kernel else "(none written)")
     table.add_row("summary", str(summary_path))
@@ -137,11 +139,14 @@ def register(app: typer.Typer) -> None:
         resume: str | None = typer.Option(None, "--resume", help="continue the run with this id"),
         out: Path | None = typer.Option(None, "--out", help="output folder (default ./stark-out/RUN_ID)"),
         seed: int | None = typer.Option(None, "--seed", help="search seed (default random)"),
-        max_cost: float | None = typer.Option(None, "--max-cost", help="stop launching once the run cost this many USD"),
-        max_wall: float | None = typer.Option(None, "--max-wall", help="stop launching after this many seconds"),
+        max_cost: float | None = typer.Option(
+            None, "--max-cost", help="stop launching once the run's LLM calls cost this many USD"),
+        max_wall: float | None = typer.Option(
+            None, "--max-wall", help="stop launching after this many seconds"),
         backend_spec: str | None = typer.Option(
             None, "--backend", help="anthropic or scripted:FILE (default STARK_LLM, else anthropic)"),
-        baselines: str = typer.Option(",".join(BASELINE_NAMES), "--baselines", help="baselines to time, comma-separated"),
+        baselines: str = typer.Option(
+            ",".join(BASELINE_NAMES), "--baselines", help="baselines to time, comma-separated"),
         eval_overrides: str | None = typer.Option(
             None, "--eval-settings", help='JSON object of evaluator settings, e.g. {"trials": 3}'),
     ) -> None:
@@ -163,8 +168,8 @@ def register(app: typer.Typer) -> None:
             raise _fail(str(exc)) from None
         console = Console(stderr=True, log_path=False)
         request = RunRequest(
-            problem=problem, budget=budget, strategy=strategy, device=device, parallel=parallel, resume=resume,
-            out=out, seed=seed, limits=limits, eval_settings=eval_settings,
+            problem=problem, budget=budget, strategy=strategy, device=device, parallel=parallel,
+            resume=resume, out=out, seed=seed, limits=limits, eval_settings=eval_settings,
         )
         holder: dict[str, Any] = {}
         try:
@@ -172,8 +177,8 @@ def register(app: typer.Typer) -> None:
         except KeyboardInterrupt:
             run_id = holder.get("run_id")
             if run_id:
-                typer.echo(f"interrupted; everything recorded is kept. Resume with: stark-mcp run --resume {run_id}",
-                           err=True)
+                typer.echo("interrupted; everything recorded is kept. Resume with: "
+                           f"stark-mcp run --resume {run_id}", err=True)
             else:
                 typer.echo("interrupted before the run was recorded", err=True)
             raise typer.Exit(INTERRUPTED_EXIT) from None
@@ -186,7 +191,8 @@ def register(app: typer.Typer) -> None:
         run_id: str = typer.Argument(..., help="run id"),
         node: str | None = typer.Option(None, "--node", help="show this node in full"),
         exchanges: bool = typer.Option(False, "--exchanges", help="print the stored prompts and replies"),
-        full: bool = typer.Option(False, "--full", help="with --exchanges: include system message and prefix"),
+        full: bool = typer.Option(
+            False, "--full", help="with --exchanges: include the system message and prefix"),
     ) -> None:
         """Print a run's tree (node, action, verdict, runtime, speedup, adherence) and leaderboard."""
         try:
@@ -240,7 +246,8 @@ async def _run(
                 assert req.problem is not None  # checked by the command
                 run, _root = await service.create_run(
                     req.problem, device=req.device, policy=chosen.policy, budget=req.budget or DEFAULT_BUDGET,
-                    seed=req.seed, strategy=chosen.name, eval_settings=req.eval_settings, progress=display.on_phase,
+                    seed=req.seed, strategy=chosen.name, eval_settings=req.eval_settings,
+                    progress=display.on_phase,
                 )
                 session_budget = None
             holder["run_id"] = run.id

@@ -21,7 +21,7 @@ class SearchEvent(BaseModel):
     attempt: int = Field(description="attempts recorded in the run so far (the root not counted)")
     budget: int = Field(description="the run's budget")
     target: int = Field(description="attempts the run will hold when this call has made all it may")
-    step: int | None = Field(None, description="the expansion's step number (its RNG is step_rng(seed, step))")
+    step: int | None = Field(None, description="the expansion's step (its RNG is step_rng(seed, step))")
     node_id: str | None = Field(None, description="selected: the node expanded; recorded: the new node")
     parent_id: str | None = None
     action: str | None = None
@@ -91,7 +91,8 @@ def describe_event(event: SearchEvent) -> str:
         return f"{head}: evaluated child of {event.parent_id}: {event.verdict}"
     if event.kind == "recorded":
         speed = f" {event.speedup:.2f}x" if event.speedup is not None else ""
-        return f"{head}: recorded {event.node_id} ({event.action} of {event.parent_id}): {event.verdict}{speed}{best}"
+        made = f"{event.node_id} ({event.action} of {event.parent_id})"
+        return f"{head}: recorded {made}: {event.verdict}{speed}{best}"
     if event.kind == "failed":
         return f"{head}: expansion of {event.node_id} produced no attempt: {event.message}"
     if event.kind in ("finished", "stopped"):

@@ -105,11 +105,14 @@ class ExchangeLog:
             if call.reply is not None or call.error is not None:
                 await self._log_one(call.request.role, call.request, call.reply, call.error or INTERRUPTED)
 
-    async def _log_one(self, role: str, request: LLMRequest, reply: LLMReply | None, error: str | None) -> None:
+    async def _log_one(
+        self, role: str, request: LLMRequest, reply: LLMReply | None, error: str | None
+    ) -> None:
         usage = reply.usage if reply is not None else Usage()
         record = await self.service.store.log_exchange(
             run_id=self.run.id, node_id=None, role=role, model=reply.model if reply else self._model(role),
-            request=request.model_dump(mode="json"), reply=reply.text if reply else "", usage=usage, error=error,
+            request=request.model_dump(mode="json"), reply=reply.text if reply else "", usage=usage,
+            error=error,
         )
         self.ids.append(record.id)
         self.usage = self.usage + usage
@@ -177,7 +180,8 @@ async def _prompt(
     if strategy.history:
         return await service.build_context(run.id, node_id, role, plan=plan, step=step)
     # Independent samples: no history at all, so attempt k cannot see attempts before it.
-    focus = PLAN_FOCI[step % len(PLAN_FOCI)] if strategy.vary_focus and role in ("plan", "generalist") else None
+    varied = strategy.vary_focus and role in ("plan", "generalist")
+    focus = PLAN_FOCI[step % len(PLAN_FOCI)] if varied else None
     return render_prompt(
         role,  # type: ignore[arg-type]  # one of the four role names
         problem=run.problem, tree=await service.tree(run.id), node_id=node_id, window_ids=[],

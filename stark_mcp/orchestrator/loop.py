@@ -32,10 +32,17 @@ RESELECT_TRIES = 3
 
 
 def strategy_for(run: RunRecord, requested: str | None) -> Strategy:
-    """The strategy to drive ``run`` with; its policy must be the one the run records."""
-    name = requested or (run.strategy if run.strategy in STRATEGIES else DEFAULT_STRATEGY)
-    strategy = get_strategy(name)
+    """The strategy to drive ``run`` with; its policy must be the one the run records.
+
+    A run created over MCP (strategy ``mcp``, any policy) is driven STARK's way: role agents
+    with their context windows, under whatever policy the run records.
+    """
     recorded = run.policy.get("name")
+    if requested is None and run.strategy not in STRATEGIES:
+        base = STRATEGIES[DEFAULT_STRATEGY]
+        return base.model_copy(update={"name": run.strategy, "policy": recorded})
+    name = requested or run.strategy
+    strategy = get_strategy(name)
     if recorded != strategy.policy:
         raise InvalidInput(
             f"run {run.id} was created with policy {recorded!r}; strategy {name!r} needs policy "
@@ -134,10 +141,12 @@ class _Search:
 
     async def _after_error(self, exc: BaseException) -> None:
         interrupted = isinstance(exc, (asyncio.CancelledError, KeyboardInterrupt))
-        await self.service.store.update_run(self.run_record.id, status="interrupted" if interrupted else "failed")
+        await self.service.store.update_run(
+            self.run_record.id, status="interrupted" if interrupted else "failed"
+        )
+        message = "interrupted" if interrupted else f"stopped by an error: {_single(exc)!r}"
         with contextlib.suppress(Exception):  # a broken progress sink must not hide the real error
-            await self._emit("stopped", stop_reason="interrupted" if interrupted else None,
-                             message="interrupted" if interrupted else f"stopped by an error: {_single(exc)!r}")
+            await self._emit("stopped", stop_reason="interrupted" if interrupted else None, message=message)
 
     # ---- workers -------------------------------------------------------------------------
 
@@ -233,7 +242,9 @@ class _Search:
         await self._emit("llm", step=step, node_id=selection.node_id, role=record.role,
                          message=record.error or "")
 
-    async def _failed(self, step: int, selection: Selection, error: str, ids: list[int], *, fatal: bool) -> None:
+    async def _failed(
+        self, step: int, selection: Selection, error: str, ids: list[int], *, fatal: bool
+    ) -> None:
         self.failed.append(FailedExpansion(step=step, node_id=selection.node_id, action=selection.action,
                                            error=error, exchange_ids=ids))
         async with self.cond:
@@ -241,7 +252,8 @@ class _Search:
             if fatal:
                 self.stop, self.stop_message = "llm_error", error
             self.cond.notify_all()
-        await self._emit("failed", step=step, node_id=selection.node_id, action=selection.action, message=error)
+        await self._emit("failed", step=step, node_id=selection.node_id, action=selection.action,
+                         message=error)
 
     async def _recorded(self, step: int, node: Node) -> None:
         async with self.cond:

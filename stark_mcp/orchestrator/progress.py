@@ -33,7 +33,9 @@ class ProgressState(BaseModel):
         return self.model_copy(update=update)
 
     def status_line(self) -> str:
-        best = f"{self.best_speedup:.2f}x ({self.best_node_id})" if self.best_speedup is not None else "none yet"
+        best = "none yet"
+        if self.best_speedup is not None:
+            best = f"{self.best_speedup:.2f}x ({self.best_node_id})"
         last = self.last_verdict or "-"
         return (
             f"attempt {self.attempt}/{self.target} | best vs eager {best} | last {last} | "

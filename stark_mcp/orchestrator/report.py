@@ -95,8 +95,8 @@ def render_node(node: Node) -> str:
         f"node {node.id} ({node.action.value}" + (f" of {node.parent_id}" if node.parent_id else "") + ")",
         f"verdict: {verdict(node)}" + (f"; {runtime_text(node)}" if runtime_text(node) else "")
         + (f"; {speedup_text(node)} vs eager" if speedup_text(node) else ""),
-        f"LLM usage: {node.usage.calls} call(s), {node.usage.input_tokens + node.usage.output_tokens} tokens, "
-        f"${node.usage.cost_usd:.4f}",
+        f"LLM usage: {node.usage.calls} call(s), "
+        f"{node.usage.input_tokens + node.usage.output_tokens} tokens, ${node.usage.cost_usd:.4f}",
     ]
     if node.adherence is not None:
         parts.append(f"adherence to the plan's spans: {node.adherence:.2f}")

@@ -17,7 +17,7 @@ from stark_mcp.orchestrator.errors import InvalidInput
 from stark_mcp.orchestrator.events import SearchEvent
 from stark_mcp.orchestrator.expansion import INTERRUPTED
 from stark_mcp.orchestrator.limits import Limits
-from stark_mcp.orchestrator.loop import run_search
+from stark_mcp.orchestrator.loop import run_search, strategy_for
 from stark_mcp.orchestrator.service import RunService
 from stark_mcp.problems import problem_from_source
 from stark_mcp.records import Action
@@ -126,3 +126,11 @@ async def test_a_strategy_must_match_the_policy_the_run_records(bare: RunService
     with pytest.raises(InvalidInput, match="parallel must be at least 1"):
         await run_search(bare, run_id, ScriptedBackend(), parallel=0)
     assert (await bare.get_run(run_id)).status == "created"  # refused before anything changed
+
+
+async def test_a_run_created_over_mcp_is_driven_with_roles_under_its_own_policy(bare: RunService) -> None:
+    run_id = await _run(bare, "greedy", "mcp")
+    strategy = strategy_for(await bare.get_run(run_id), None)
+    assert (strategy.name, strategy.policy, strategy.agents, strategy.history) == ("mcp", "greedy", "roles", True)
+    with pytest.raises(InvalidInput, match="needs policy 'stark'"):
+        strategy_for(await bare.get_run(run_id), "stark")

@@ -12,6 +12,8 @@ import time
 import uuid
 from pathlib import Path
 
+import pytest
+
 from .conftest import FAST_JSON
 from .replies import CLAMPED, FUSED, PROBLEM_PATH, WHERE, code_reply, write_replies
 
@@ -115,3 +117,26 @@ def test_run_interrupted_with_ctrl_c_then_resumed_writes_kernel_and_summary(tmp_
     missing = subprocess.run([*CLI, "export", run_id, "--node", "n9", "--out", str(target)], env=env,
                              capture_output=True, text=True, timeout=60)
     assert missing.returncode == 2 and "no node 'n9'" in missing.stderr
+
+
+def test_run_refuses_bad_arguments_before_any_work(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from typer.testing import CliRunner
+
+    from stark_mcp.cli import app
+
+    monkeypatch.setenv("STARK_HOME", str(tmp_path / "home"))
+    replies = write_replies(tmp_path / "r.json", [])
+    runner = CliRunner()
+    cases = {
+        ("run", str(PROBLEM_PATH), "--strategy", "beam"): "unknown strategy 'beam'",
+        ("run", "--backend", f"scripted:{replies}"): "--resume RUN_ID",
+        ("run", str(PROBLEM_PATH), "--device", "tpu"): "--device must be auto, cpu or cuda",
+        ("run", str(PROBLEM_PATH), "--eval-settings", "[1]"): "JSON object",
+        ("run", str(PROBLEM_PATH), "--backend", "carrier-pigeon"): "unknown LLM backend",
+        ("show", "r-nothere"): "no run 'r-nothere'",
+    }
+    for args, message in cases.items():
+        result = runner.invoke(app, list(args))
+        assert result.exit_code == 2, (args, result.output)
+        assert message in result.output, (args, result.output)
+    assert not (tmp_path / "home" / "cache").exists()
