@@ -33,6 +33,8 @@ pytestmark = [
 ]
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "cuda"
+# The in-context example the agents are shown must itself build and pass.
+PROMPTS = Path(__file__).resolve().parents[2] / "prompts"
 DEVICE = "cuda"
 
 # Short budgets where the defaults would only slow a failing run down; the infinite loop costs
@@ -70,6 +72,7 @@ CASES: dict[str, Case] = {
     "side_stream": Case("cand_matmul_side_stream.py", "problem_matmul.py"),
     "collide_a": Case("cand_relu_add_collide_a.py", "problem_relu_add.py"),
     "collide_b": Case("cand_relu_add_collide_b.py", "problem_relu_add.py"),
+    "prompt_example": Case(str(PROMPTS / "example_kernel_cuda.py"), str(PROMPTS / "example_reference.py")),
 }
 FAULTING = ("illegal_access", "infinite_loop")
 
@@ -277,3 +280,8 @@ def test_gpu_is_usable_after_fault_and_hang(verdict: Verdict, outcomes: dict[str
     assert isinstance(first, Evaluation) and first.runtime is not None and ev.runtime is not None
     # Same kernel, same device: a GPU still busy with a leftover spinning kernel would show here.
     assert ev.runtime.median_ms <= 2.0 * first.runtime.median_ms
+
+
+def test_prompt_in_context_example_kernel_passes(verdict: Verdict) -> None:
+    ev = verdict("prompt_example", "passed")
+    assert ev.status is Status.PASSED, _text(ev)
