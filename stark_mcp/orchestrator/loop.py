@@ -28,7 +28,7 @@ from stark_mcp.store import ExchangeRecord, RunRecord
 from stark_mcp.tree import PolicyConfig, Selection, Tree, leaderboard, select, step_rng
 
 # Extra draws when a selection would duplicate work already in flight (parallel runs only).
-RESELECT_TRIES = 3
+RESELECT_TRIES = 8
 
 
 def strategy_for(run: RunRecord, requested: str | None) -> Strategy:

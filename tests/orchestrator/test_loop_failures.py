@@ -134,3 +134,29 @@ async def test_a_run_created_over_mcp_is_driven_with_roles_under_its_own_policy(
     assert (strategy.name, strategy.policy, strategy.agents, strategy.history) == ("mcp", "greedy", "roles", True)
     with pytest.raises(InvalidInput, match="needs policy 'stark'"):
         strategy_for(await bare.get_run(run_id), "stark")
+
+
+async def test_a_parallel_selection_steers_off_a_node_already_being_debugged(bare: RunService) -> None:
+    from stark_mcp.orchestrator.loop import _Search
+    from stark_mcp.records import Evaluation, Status
+    from stark_mcp.tree import PolicyConfig, Selection
+
+    run_id = await _run(bare, "stark", "stark")
+    failing = Evaluation(status=Status.RUNTIME_ERROR, reason="exception", message="boom")
+    for _ in range(2):
+        await bare.store.add_node(run_id, parent_id="n0", action=Action.PLAN, source=PROBLEM, evaluation=failing)
+    # eps=1: every step explores one of the two failing leaves n1, n2 and debugs it.
+    explore = PolicyConfig(name="stark", eps=1.0).model_dump()
+    run = (await bare.get_run(run_id)).model_copy(update={"policy": explore})
+    steered: list[str] = []
+    for seed in range(40):
+        search = _Search(bare, run.model_copy(update={"seed": seed}), strategy_for(run, None), ScriptedBackend(),
+                         Limits(), None)
+        if (await search._select(1)).node_id != "n1":  # nothing in flight: the policy's own choice
+            continue
+        search.in_flight = {0: Selection(node_id="n1", action="debug", reason="being debugged")}
+        choice = await search._select(1)
+        assert choice.action == "debug"
+        steered.append(choice.node_id)
+    # Re-drawn up to 8 times, a coin flip each, the selection leaves n1 to the worker already on it.
+    assert len(steered) >= 10 and steered.count("n2") >= len(steered) - 1
