@@ -160,3 +160,10 @@ def test_override_changes_rendering_and_missing_placeholder_fails(
     (tmp_path / "debug.md").write_text("Fix $node_id within $deadline.\n")
     with pytest.raises(AgentError, match=r"debug.md uses \$deadline"):
         _render("debug", problem, tree, "n2")
+
+
+
+def test_generalist_prompt_carries_the_focus_theme(problem: Problem, tree: Tree) -> None:
+    focused = _render("generalist", problem, tree, focus=PLAN_FOCI[2]).body
+    assert f"consider this theme first: {PLAN_FOCI[2]}." in focused
+    assert PLAN_FOCI[2] not in _render("generalist", problem, tree).body
