@@ -1,0 +1,49 @@
+"""The README's first command must work as written: it is the first thing a newcomer runs."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def readme_main_command() -> list[str]:
+    """The ``stark-mcp ...`` part of the README's first set-up line (after the install)."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    block = text.split("```bash\n", 1)[1].split("```", 1)[0]
+    first_line = block.strip().splitlines()[0]
+    install, _, command = first_line.partition(" && ")
+    assert install.startswith("pip install") and command.startswith("stark-mcp "), first_line
+    return shlex.split(command)
+
+
+@pytest.mark.slow
+def test_readme_main_command_runs_the_offline_search(tmp_path: Path) -> None:
+    argv = readme_main_command()
+    out = tmp_path / "out"
+    env = {**os.environ, "STARK_HOME": str(tmp_path / "home")}
+    env.pop("STARK_LLM", None)
+    done = subprocess.run(
+        [sys.executable, "-m", "stark_mcp", *argv[1:], "--out", str(out)],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["attempts"] == 2 and summary["best_node_id"] == "n2"
+    # The scripted story: the planned kernel fails to build, the debug fix passes.
+    show = subprocess.run([sys.executable, "-m", "stark_mcp", "show", summary["run_id"]], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert show.returncode == 0, show.stderr
+    assert "build_error" in show.stdout and "debug" in show.stdout
+    exported = subprocess.run([sys.executable, str(out / "best_kernel.py")], cwd=tmp_path,
+                              env={**env, "TORCH_EXTENSIONS_DIR": str(tmp_path / "ext")},
+                              capture_output=True, text=True, timeout=300)
+    assert exported.returncode == 0, exported.stderr[-3000:]
+    assert "relative error vs reference" in exported.stdout
