@@ -72,6 +72,8 @@ CASES: dict[str, Case] = {
     "side_stream": Case("cand_matmul_side_stream.py", "problem_matmul.py"),
     "collide_a": Case("cand_relu_add_collide_a.py", "problem_relu_add.py"),
     "collide_b": Case("cand_relu_add_collide_b.py", "problem_relu_add.py"),
+    "tf32_sneaky": Case("cand_matmul_tf32_sneaky.py", "problem_matmul.py"),
+    "fp16_downcast": Case("cand_matmul_fp16.py", "problem_matmul.py"),
     "prompt_example": Case(str(PROMPTS / "example_kernel_cuda.py"), str(PROMPTS / "example_reference.py")),
 }
 FAULTING = ("illegal_access", "infinite_loop")
@@ -285,3 +287,14 @@ def test_gpu_is_usable_after_fault_and_hang(verdict: Verdict, outcomes: dict[str
 def test_prompt_in_context_example_kernel_passes(verdict: Verdict) -> None:
     ev = verdict("prompt_example", "passed")
     assert ev.status is Status.PASSED, _text(ev)
+
+
+def test_tf32_hidden_behind_a_restored_flag_fails_the_precision_contract(verdict: Verdict) -> None:
+    ev = verdict("tf32_sneaky", "wrong_output/tolerance")
+    assert (ev.status, ev.reason) == (Status.WRONG_OUTPUT, "tolerance"), _text(ev)
+    assert ev.correctness is not None and ev.correctness.rel_norm_error > ev.correctness.tolerance
+
+
+def test_fp16_downcast_fails_the_precision_contract(verdict: Verdict) -> None:
+    ev = verdict("fp16_downcast", "wrong_output/tolerance")
+    assert (ev.status, ev.reason) == (Status.WRONG_OUTPUT, "tolerance"), _text(ev)
