@@ -19,6 +19,7 @@ from stark_mcp.evaluator.logs import trim_compiler_log, trim_tail
 from stark_mcp.evaluator.process import ChannelError, ChildProcess
 from stark_mcp.evaluator.settings import EvalSettings
 from stark_mcp.evaluator.stats import timing_stats
+from stark_mcp.evaluator.trusted import next_trusted_record
 from stark_mcp.problems import Problem, ProblemError
 from stark_mcp.records import CorrectnessReport, Status, TimingStats
 
@@ -75,20 +76,9 @@ async def run_reference(problem: Problem, device: str, seeds: Seeds, timeout: fl
     async with ChildProcess("reference", spec, env, label="reference") as child:
         deadline = time.monotonic() + timeout
         while True:
-            try:
-                record = await child.next_record(max(0.0, deadline - time.monotonic()))
-            except asyncio.TimeoutError:
-                raise ProblemError(f"{problem.name}: the reference did not finish {len(seeds.trials)} trials "
-                                   f"within {timeout:g} s") from None
-            except ChannelError as exc:
-                raise ProblemError(f"{problem.name}: the reference process sent garbage: {exc}") from None
-            if record is None:
-                code, sig = await child.exit_status()
-                raise ProblemError(f"{problem.name}: the reference process died "
-                                   f"({sig or f'exit code {code}'}):\n{child.log(2000)}")
-            if record["kind"] == "error":
-                raise ProblemError(f"{problem.name}: the reference failed at {record.get('reason')}: "
-                                   f"{record.get('message')}\n{trim_tail(str(record.get('traceback', '')), 2000)}")
+            record = await next_trusted_record(
+                child, problem.name, deadline, what="reference",
+                late=f"finish {len(seeds.trials)} trials within {timeout:g} s")
             if record["kind"] == "reference":
                 trials.append(ReferenceTrial(record["native"], record.get("ref64"), str(record.get("note", ""))))
             if record["kind"] == "done":

@@ -7,6 +7,7 @@ import re
 from dataclasses import dataclass, field
 
 from stark_mcp.records import Status
+from stark_mcp.problems.loading import top_level_names
 
 _BUILD_MARKERS = ("load_inline", "cpp_extension")
 _FAST_MATH = re.compile(r"""['"]-{1,2}use_fast_math['"]""")
@@ -22,20 +23,6 @@ class StaticResult:
     message: str = ""
     flags: list[str] = field(default_factory=list)
     needs_build: bool = False
-
-
-def _defined_names(tree: ast.Module) -> set[str]:
-    names: set[str] = set()
-    for stmt in tree.body:
-        if isinstance(stmt, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
-            names.add(stmt.name)
-        elif isinstance(stmt, ast.Assign):
-            names.update(t.id for t in stmt.targets if isinstance(t, ast.Name))
-        elif isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name):
-            names.add(stmt.target.id)
-        elif isinstance(stmt, (ast.Import, ast.ImportFrom)):
-            names.update((a.asname or a.name).split(".")[0] for a in stmt.names)
-    return names
 
 
 def _uses_reference(tree: ast.Module) -> int | None:
@@ -62,7 +49,7 @@ def check_candidate(source: str) -> StaticResult:
         result.message = f"syntax error at line {exc.lineno}: {exc.msg}" + (
             f"\n    {exc.text.rstrip()}" if exc.text else "")
         return result
-    if "ModelNew" not in _defined_names(tree):
+    if "ModelNew" not in top_level_names(tree):
         result.status, result.reason = Status.LOAD_ERROR, "no_model_new"
         result.message = "the candidate defines no top-level ModelNew (class ModelNew(nn.Module))"
         return result

@@ -14,12 +14,12 @@ from typing import Any, Protocol
 
 from stark_mcp.evaluator.baselines import time_baseline
 from stark_mcp.evaluator.builds import BuildCache
-from stark_mcp.evaluator.logs import trim_tail
 from stark_mcp.evaluator.pipeline import fresh_seed, run_device_phase
 from stark_mcp.evaluator.probe import DeviceInfo
-from stark_mcp.evaluator.process import ChannelError, ChildProcess
+from stark_mcp.evaluator.process import ChildProcess
 from stark_mcp.evaluator.settings import EvalSettings
-from stark_mcp.problems import Problem, ProblemError
+from stark_mcp.evaluator.trusted import next_trusted_record
+from stark_mcp.problems import Problem
 from stark_mcp.problems.record import source_hash
 from stark_mcp.records import Evaluation
 
@@ -58,20 +58,9 @@ class LocalWorker:
         timeout = settings.load_timeout_s + settings.correctness_timeout_s
         async with self.device_lock(info), ChildProcess(
                 "check", spec, settings.device_env(info.kind), label="problem check") as child:
-            try:
-                record = await child.next_record(timeout)
-            except asyncio.TimeoutError:
-                raise ProblemError(f"{problem.name}: the reference did not import and run one forward "
-                                   f"within {timeout:g} s") from None
-            except ChannelError as exc:
-                raise ProblemError(f"{problem.name}: the check process sent garbage: {exc}") from None
-            if record is None:
-                code, sig = await child.exit_status()
-                raise ProblemError(f"{problem.name}: the check process died ({sig or f'exit code {code}'})"
-                                   f":\n{child.log(2000)}")
-            if record["kind"] == "error":
-                raise ProblemError(f"{problem.name}: {record.get('reason')} failed: {record.get('message')}\n"
-                                   + trim_tail(str(record.get("traceback", "")), 2000))
+            await next_trusted_record(
+                child, problem.name, time.monotonic() + timeout, what="problem check",
+                late=f"import and run one forward within {timeout:g} s")
 
     async def time_baselines(self, problem: Problem, info: DeviceInfo, names: list[str],
                              settings: EvalSettings, note: PhaseNote | None) -> dict[str, dict[str, Any]]:

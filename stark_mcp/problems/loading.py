@@ -24,6 +24,21 @@ REQUIRED_NAMES = ("Model", "get_inputs", "get_init_inputs")
 _SELECTOR = re.compile(r"^(?P<level>\d+)/(?P<key>[^/]+)$")
 
 
+def top_level_names(tree: ast.Module) -> set[str]:
+    """Names a module binds at top level: defs, classes, plain and annotated assignments, imports."""
+    names: set[str] = set()
+    for stmt in tree.body:
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(stmt.name)
+        elif isinstance(stmt, ast.Assign):
+            names.update(t.id for t in stmt.targets if isinstance(t, ast.Name))
+        elif isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name):
+            names.add(stmt.target.id)
+        elif isinstance(stmt, (ast.Import, ast.ImportFrom)):
+            names.update((a.asname or a.name).split(".")[0] for a in stmt.names)
+    return names
+
+
 def check_source(source: str, label: str) -> None:
     """Raise ProblemError unless ``source`` parses and defines the required names."""
     try:
@@ -33,14 +48,7 @@ def check_source(source: str, label: str) -> None:
             f"{label}: syntax error at line {exc.lineno}: {exc.msg}"
             + (f"\n    {exc.text.rstrip()}" if exc.text else "")
         ) from None
-    defined: set[str] = set()
-    for stmt in tree.body:
-        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            defined.add(stmt.name)
-        elif isinstance(stmt, ast.Assign):
-            defined.update(t.id for t in stmt.targets if isinstance(t, ast.Name))
-        elif isinstance(stmt, (ast.Import, ast.ImportFrom)):
-            defined.update((a.asname or a.name).split(".")[0] for a in stmt.names)
+    defined = top_level_names(tree)
     missing = [n for n in REQUIRED_NAMES if n not in defined]
     if missing:
         raise ProblemError(
