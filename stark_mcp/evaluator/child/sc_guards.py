@@ -54,6 +54,7 @@ def capture_functions() -> dict[str, Any]:
         "torch.cuda.synchronize": torch.cuda.synchronize,
         "torch.cuda.Event.record": torch.cuda.Event.record,
         "torch.cuda.Event.elapsed_time": torch.cuda.Event.elapsed_time,
+        "torch.cuda.Event.synchronize": torch.cuda.Event.synchronize,
         "torch.nn.Module.__call__": torch.nn.Module.__call__,
     }
     return refs
