@@ -58,8 +58,42 @@ class CorrectnessReport(BaseModel):
     allclose_1e4: bool | None = Field(None, description="KernelBench HEAD fp32 verdict, atol=rtol=1e-4")
 
 
+class ShapeResult(BaseModel):
+    """One declared input shape of a problem: the candidate's time there and its baselines'."""
+
+    label: str = Field(description="the shape's keyword arguments, e.g. batch=8,seq=128; 'default' if none")
+    runtime: TimingStats | None = None
+    baselines: dict[str, TimingStats] = Field(default_factory=dict)
+    speedups: dict[str, float] = Field(default_factory=dict, description="baseline median / candidate median")
+
+
+class TrustReport(BaseModel):
+    """Which defences of the evaluator ran on this evaluation and what they saw.
+
+    Every figure here was taken by a trusted process; nothing the candidate's own process
+    reported appears except ``reported_ms``, kept only as a cross-check.
+    """
+
+    isolation: str = Field("", description="sandbox, uid or process: how the candidate was walled off")
+    isolation_note: str = Field("", description="why the level is not 'sandbox', and how to raise it")
+    calls: int = Field(0, description="forward calls the candidate made, every one on fresh inputs")
+    checked_calls: int = Field(0, description="calls whose outputs a trusted process compared")
+    timed_calls: int = 0
+    timed_checked: int = Field(0, description="timed calls secretly picked and checked")
+    reported_ms: float | None = Field(None, description="median the candidate's process reported")
+    external_ms: float | None = Field(None, description="median bound from the trusted clock")
+    baseline_side_by_side: bool = Field(False, description="the eager baseline was re-timed in the same window")
+    own_kernel_share: float | None = None
+    defences: list[str] = Field(default_factory=list, description="the defences that ran")
+    findings: list[str] = Field(default_factory=list, description="what they saw, one line each")
+
+
 class Evaluation(BaseModel):
-    """The verdict on one candidate source for one problem on one device."""
+    """The verdict on one candidate source for one problem on one device.
+
+    With several declared shapes, ``runtime`` and ``speedups`` are geometric means over
+    ``shapes``; with one, ``shapes`` holds that one.
+    """
 
     status: Status
     reason: str | None = Field(None, description="machine-readable reason code, e.g. shape, tolerance")
@@ -79,6 +113,9 @@ class Evaluation(BaseModel):
     source_hash: str = ""
     settings_hash: str = ""
     phase_seconds: dict[str, float] = Field(default_factory=dict)
+    wall_seconds: float | None = Field(None, description="the whole evaluation; phase_seconds add up to it")
+    shapes: list[ShapeResult] = Field(default_factory=list)
+    trust: TrustReport | None = None
     cached: bool = False
 
     @property

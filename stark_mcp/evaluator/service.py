@@ -59,8 +59,9 @@ class Evaluator:
         await asyncio.gather(*tasks, return_exceptions=True)
 
     # -- devices ---------------------------------------------------------------------------------
-    def resolve_device(self, device: str = "auto") -> str:
-        return self.prober.resolve(device)
+    async def resolve_device(self, device: str = "auto") -> str:
+        """``auto`` -> cuda or cpu. The first call may start the probe process: off the event loop."""
+        return await asyncio.to_thread(self.prober.resolve, device)
 
     async def _device(self, device: str) -> DeviceInfo:
         resolved = await asyncio.to_thread(self.prober.resolve, device)

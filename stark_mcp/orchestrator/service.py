@@ -77,7 +77,7 @@ class RunService:
             raise InvalidInput(f"budget must be between 1 and {MAX_BUDGET}, got {budget}")
         policy_config = _policy_config(policy)
         loaded = problem if isinstance(problem, Problem) else resolve_problem(problem, name)
-        resolved_device = self.evaluator.resolve_device(device)
+        resolved_device = await self.evaluator.resolve_device(device)
         settings = eval_settings or self.evaluator.settings
         if progress:
             await progress(0, None, f"checking problem {loaded.name} on {resolved_device}")

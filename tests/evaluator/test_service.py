@@ -124,10 +124,10 @@ async def test_baselines_are_timed_once_then_cached(cache_dir) -> None:
 
 async def test_device_resolution(cache_dir) -> None:
     async with Evaluator(cache_dir, FAST) as ev:
-        assert ev.resolve_device("cpu") == "cpu"
-        assert ev.resolve_device("auto") == ("cuda" if torch.cuda.is_available() else "cpu")
+        assert await ev.resolve_device("cpu") == "cpu"
+        assert await ev.resolve_device("auto") == ("cuda" if torch.cuda.is_available() else "cpu")
         with pytest.raises(EvaluatorError, match="unknown device"):
-            ev.resolve_device("tpu")
+            await ev.resolve_device("tpu")
         if not torch.cuda.is_available():
             with pytest.raises(EvaluatorError, match="no CUDA device"):
-                ev.resolve_device("cuda")
+                await ev.resolve_device("cuda")
