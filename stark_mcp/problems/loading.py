@@ -1,8 +1,10 @@
 """Find a problem by path, JSONL entry or KernelBench checkout, and check its shape.
 
 Static checks only: the source must parse and define ``Model``, ``get_inputs`` and
-``get_init_inputs`` at top level. Whether it imports and runs is checked by the
-evaluator's trusted reference process, which reports through ``ProblemError`` too.
+``get_init_inputs`` at top level, and its optional declarations (``SHAPES``,
+``STARK_IMPORT_ROOTS``, ``STARK_TARGET``; see ``declarations``) must be well formed.
+Whether it imports and runs is checked by the evaluator's trusted reference process,
+which reports through ``ProblemError`` too.
 
 Accepted specs:
   ``path/to/problem.py``
@@ -17,6 +19,7 @@ import json
 import re
 from pathlib import Path
 
+from stark_mcp.problems.declarations import read_declarations
 from stark_mcp.problems.errors import ProblemError
 from stark_mcp.problems.record import Problem
 
@@ -56,6 +59,7 @@ def check_source(source: str, label: str) -> None:
             "get_inputs() returning the forward arguments and get_init_inputs() returning the "
             "constructor arguments"
         )
+    read_declarations(tree, label)
 
 
 def problem_from_source(source: str, name: str | None = None, origin: str = "<source>") -> Problem:
