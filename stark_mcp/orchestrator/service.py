@@ -25,6 +25,7 @@ from stark_mcp.orchestrator.inputs import (
     check_role,
     resolve_problem,
 )
+from stark_mcp.orchestrator.own_module import CreatedProblem, create_problem
 from stark_mcp.problems import Problem
 from stark_mcp.problems.record import source_hash
 from stark_mcp.records import Action, Evaluation, Node, Status, TimingStats, Usage
@@ -32,6 +33,7 @@ from stark_mcp.store import RunRecord, Store
 from stark_mcp.store.records import StoredEvaluation
 from stark_mcp.tree import PolicyConfig, Selection, Tree, context_window, leaderboard, select, step_rng
 from stark_mcp.tree.anchors import adherence, strip_anchor_lines, validate_plan
+from stark_mcp.usercode.request import ProblemRequest
 
 Progress = Callable[[float, float | None, str], Awaitable[None]]
 MAX_BUDGET = 10_000
@@ -95,6 +97,12 @@ class RunService:
             baselines=baselines, root_evaluation=_root_evaluation(loaded, resolved_device, baselines),
         )
         return run, await self.store.get_node(run.id, "n0")
+
+    async def create_problem(
+        self, request: ProblemRequest, *, device: str = "auto", check: bool = True, progress: Progress | None = None,
+    ) -> CreatedProblem:
+        """A problem file from the user's own module (see ``own_module``), run once by this evaluator."""
+        return await create_problem(request, self.evaluator if check else None, device=device, progress=progress)
 
     async def get_run(self, run_id: str) -> RunRecord:
         return await self.store.get_run(run_id)

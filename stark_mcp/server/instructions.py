@@ -7,7 +7,10 @@ timing against eager and torch.compile). Runtimes are only ever measured by this
 
 The loop (STARK: plan / code / debug roles over a tree of attempts):
 1. create_run(problem=<path to a .py file, or its source>) -> run_id, root_node_id, baselines.
-   The problem defines class Model(nn.Module), get_inputs() and get_init_inputs().
+   The problem defines class Model(nn.Module), get_inputs() and get_init_inputs(). For the user's
+   own module or function, make that file first with create_problem(target='package.module:Name',
+   project_root=..., init_args=..., inputs=..., shapes=...); the prompt optimize_module walks
+   through the whole flow.
 2. Repeat until the budget is used (add_child reports attempts_left):
    a. select_node(run_id) -> node_id and action ('plan' or 'debug').
    b. action 'plan': build_context(run_id, node_id, role='plan') and answer that prompt with a plan:
@@ -20,7 +23,8 @@ The loop (STARK: plan / code / debug roles over a tree of attempts):
       add_child(run_id, parent_id=node_id, source=<source>, action='debug').
    Optional: evaluate_kernel(run_id, source) tries a source without recording it; pass its
    evaluation_id to add_child with the same source to record that result without re-running it.
-3. leaderboard(run_id) for the fastest correct nodes, export_kernel(run_id) for a runnable file.
+3. leaderboard(run_id) for the fastest correct nodes, export_kernel(run_id) for a runnable file
+   (for a problem made by create_problem: a drop-in module for the user's package).
 
 Also: list_runs, get_node, and optimize(run_id, budget) which runs the whole loop inside the server
 when it has an LLM API key. Prompts plan/code/debug render the same text as build_context.

@@ -58,6 +58,7 @@ async def test_prompts_render_exactly_what_build_context_returns(seeded: Seeded,
             "plan": [("run_id", True), ("node_id", True)],
             "code": [("run_id", True), ("node_id", True), ("plan", True)],
             "debug": [("run_id", True), ("node_id", True)],
+            "optimize_module": [("request", False), ("project_root", False)],
         }
         cases = [
             ("plan", {"run_id": seeded.run_id, "node_id": "n0"}),

@@ -48,7 +48,7 @@ async def test_listing_names_annotations_and_schemas(served: Served, mode: str) 
         tools = {t.name: t for t in (await client.list_tools()).tools}
         assert set(tools) == {
             "create_run", "select_node", "build_context", "evaluate_kernel", "add_child", "leaderboard",
-            "list_runs", "get_node", "export_kernel", "optimize",
+            "list_runs", "get_node", "export_kernel", "optimize", "create_problem",
         }
         for name in ("select_node", "build_context", "leaderboard", "list_runs", "get_node", "export_kernel"):
             assert tools[name].annotations.read_only_hint is True, name

@@ -1,0 +1,146 @@
+"""Problems from the user's own code: ``create_problem`` for the MCP tool and ``stark-mcp problem new``.
+
+Import the target in a probe process, fit the request to it, render the problem file, check
+that it runs in the evaluator's trusted process, and only then write it. Nothing is written
+when any step fails, and an existing different file is never replaced unless asked.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any, Protocol
+
+from pydantic import BaseModel, Field, ValidationError
+
+from stark_mcp.agents.templates import fill
+from stark_mcp.config import Settings
+from stark_mcp.evaluator import Evaluator
+from stark_mcp.problems import Problem, problem_from_source
+from stark_mcp.usercode.errors import SpecError
+from stark_mcp.usercode.introspect import inspect_target, search_paths
+from stark_mcp.usercode.plan import plan_problem
+from stark_mcp.usercode.render import render_problem
+from stark_mcp.usercode.request import ProblemRequest
+
+Progress = Callable[[float, float | None, str], Awaitable[None]]
+PROBLEMS_FOLDER = "stark-problems"
+
+
+class ProblemChecker(Protocol):
+    """The part of the evaluator that runs a problem once in its trusted process."""
+
+    async def resolve_device(self, device: str = "auto") -> str: ...
+
+    async def check_problem(self, problem: Problem, device: str = "auto") -> None: ...
+
+
+class CreatedProblem(BaseModel):
+    path: str = Field(description="the problem file, to pass to create_run / stark-mcp run")
+    name: str
+    target: str = Field(description="package.module:Name it was made from")
+    kind: str = Field(description="module (an nn.Module class) or function")
+    import_roots: list[str] = Field(description="folders the evaluator imports the user's code from")
+    init_inputs: list[Any] = Field(description="the constructor arguments, in Model's order")
+    shapes: dict[str, str] = Field(description="input set label -> the forward arguments it produces")
+    checked_on: str | None = Field(None, description="device the problem was run on once; None if not checked")
+    source: str = Field(description="the problem file's text")
+
+
+def problem_request(**fields: Any) -> ProblemRequest:
+    """A ProblemRequest, with pydantic's own type errors turned into a SpecError."""
+    try:
+        return ProblemRequest(**fields)
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        location = ".".join(str(p) for p in error.get("loc", ()))
+        raise SpecError(f"{location}: {error.get('msg', 'invalid')}" if location else str(exc)) from None
+
+
+async def create_problem(
+    request: ProblemRequest,
+    checker: ProblemChecker | None,
+    *,
+    device: str = "auto",
+    cwd: Path | None = None,
+    progress: Progress | None = None,
+) -> CreatedProblem:
+    """Make, check and write the problem file; ``checker`` None skips the check run."""
+    report = progress or _quiet
+    total = 3.0 if checker is not None else 2.0
+    root = _project_root(request.project_root, cwd)
+    captures = [str(_under(root, p)) for p in request.captures]
+    await report(0, total, f"importing {request.target or 'the captured target'}")
+    info = await inspect_target(request.target_ref, search_paths(root, request.import_roots), captures, cwd=root)
+    plan = plan_problem(request, info)
+    source = render_problem(plan)
+    out = _under(root, request.out) if request.out else root / PROBLEMS_FOLDER / f"{plan.name}.py"
+    problem = problem_from_source(source, name=plan.name, origin=str(out))
+    _refuse_overwrite(out, source, request.overwrite)
+    await report(1, total, f"rendered {plan.name} from {info.target.spec}")
+    checked_on = None
+    if checker is not None:
+        checked_on = await checker.resolve_device(device)
+        await report(2, total, f"running {plan.name} once on {checked_on}")
+        await checker.check_problem(problem, device=checked_on)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    partial = out.with_name(out.name + ".partial")
+    partial.write_text(source, encoding="utf-8")
+    os.replace(partial, out)
+    await report(total, total, f"wrote {out}")
+    return CreatedProblem(
+        path=str(out), name=plan.name, target=info.target.spec, kind=plan.kind, import_roots=plan.import_roots,
+        init_inputs=plan.init_values, shapes=plan.signatures, checked_on=checked_on, source=source,
+    )
+
+
+async def create_problem_standalone(
+    request: ProblemRequest, settings: Settings, *, device: str = "auto", check: bool = True,
+    progress: Progress | None = None,
+) -> CreatedProblem:
+    """For the CLI: the same, with an evaluator of its own on ``settings.cache`` for the check run."""
+    if not check:
+        return await create_problem(request, None, progress=progress)
+    async with Evaluator(settings.cache) as evaluator:
+        return await create_problem(request, evaluator, device=device, progress=progress)
+
+
+def optimize_module_prompt(request: str, project_root: str = "") -> str:
+    """The guided flow an MCP host's model follows, from "make X faster" to a swapped-in kernel."""
+    root = project_root.strip() or "(ask the user, or use the workspace folder)"
+    return fill("optimize_module.md", request=request.strip() or "(ask the user what to speed up)",
+                project_root=root)
+
+
+def _project_root(given: str | None, cwd: Path | None) -> Path:
+    if given:
+        path = Path(given).expanduser()
+        if not path.is_absolute():
+            raise SpecError(f"project root {given!r} must be an absolute folder path")
+        if not path.is_dir():
+            raise SpecError(f"project root {given} is not a folder")
+        return path.resolve()
+    return (cwd or Path.cwd()).resolve()
+
+
+def _under(root: Path, path: str) -> Path:
+    candidate = Path(path).expanduser()
+    return candidate if candidate.is_absolute() else root / candidate
+
+
+def _refuse_overwrite(out: Path, source: str, overwrite: bool) -> None:
+    if out.is_dir():
+        raise SpecError(f"{out} is a folder; give a file path for the problem")
+    if out.exists() and not overwrite:
+        try:
+            same = out.read_text(encoding="utf-8") == source
+        except (OSError, UnicodeDecodeError):
+            same = False
+        if not same:
+            raise SpecError(f"{out} already exists and differs; pass overwrite (--force) to replace it, "
+                            "or choose another name or out path")
+
+
+async def _quiet(done: float, total: float | None, message: str) -> None:
+    return None
