@@ -79,6 +79,11 @@ def declarations_of(source: str, label: str = "problem") -> Declarations:
     return read_declarations(tree, label)
 
 
+def literal_constant(source: str, name: str, label: str = "problem") -> Any:
+    """The value of a top-level ``NAME = <literal>`` in ``source``; None if there is none."""
+    return _literal(ast.parse(source, filename=label), name, label)
+
+
 # ---- the constants, one by one ---------------------------------------------------------------
 
 def _literal(tree: ast.Module, name: str, label: str) -> Any:

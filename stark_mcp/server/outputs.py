@@ -11,7 +11,7 @@ import math
 from pydantic import BaseModel, Field
 
 from stark_mcp.orchestrator.service import LeaderboardEntry
-from stark_mcp.records import Evaluation, Node, TimingStats
+from stark_mcp.records import Evaluation, Node, ShapeResult, TimingStats
 from stark_mcp.store import RunRecord, RunStats
 from stark_mcp.store.records import StoredEvaluation
 
@@ -48,6 +48,19 @@ class ContextPrompt(BaseModel):
     next: str
 
 
+class ShapeSpeedup(BaseModel):
+    """The candidate on one input set of a problem that declares several."""
+
+    label: str = Field(description="the input set, e.g. batch=8,seq=128")
+    runtime_ms: float | None = None
+    speedups: dict[str, float] = Field(default_factory=dict)
+
+    @classmethod
+    def of(cls, shape: ShapeResult) -> ShapeSpeedup:
+        runtime = shape.runtime.median_ms if shape.runtime else None
+        return cls(label=shape.label, runtime_ms=runtime, speedups=finite(shape.speedups))
+
+
 class EvaluationResult(BaseModel):
     """One verdict of the trusted evaluator, flattened for reading."""
 
@@ -64,6 +77,9 @@ class EvaluationResult(BaseModel):
     tolerance: float | None = None
     logs: dict[str, str] = Field(default_factory=dict, description="trimmed logs by phase")
     cached: bool = False
+    shapes: list[ShapeSpeedup] = Field(
+        default_factory=list, description="per input set; runtime_ms and speedups are their geometric mean"
+    )
 
     @classmethod
     def of(cls, evaluation: Evaluation) -> EvaluationResult:
@@ -76,6 +92,7 @@ class EvaluationResult(BaseModel):
             max_rel_error=correctness.rel_norm_error if correctness else None,
             tolerance=correctness.tolerance if correctness else None,
             logs=dict(evaluation.logs), cached=evaluation.cached,
+            shapes=[ShapeSpeedup.of(shape) for shape in evaluation.shapes],
         )
 
 
@@ -99,6 +116,7 @@ class ChildAdded(BaseModel):
     message: str = ""
     runtime_ms: float | None = None
     speedups: dict[str, float] = Field(default_factory=dict)
+    shapes: list[ShapeSpeedup] = Field(default_factory=list, description="per input set (several declared)")
     adherence: float | None = Field(
         None, description="share of changed lines inside the plan's anchored spans"
     )

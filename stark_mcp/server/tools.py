@@ -203,7 +203,8 @@ def register_tools(server: MCPServer[Any]) -> None:
             run_id=run_id, node_id=node.id, parent_id=parent_id, action=node.action.value,
             status=result.status if result else "unknown", reason=result.reason if result else None,
             message=result.message if result else "", runtime_ms=result.runtime_ms if result else None,
-            speedups=result.speedups if result else {}, adherence=node.adherence,
+            speedups=result.speedups if result else {}, shapes=result.shapes if result else [],
+            adherence=node.adherence,
             attempts_left=left, next=_after_child(left),
         )
 
@@ -260,12 +261,13 @@ def register_tools(server: MCPServer[Any]) -> None:
             node = await service.store.get_node(run_id, node_id) if node_id else await service.best(run_id)
         if node is None:
             raise ToolError(f"run {run_id} has no correct node yet; record attempts with add_child first")
+        with tool_errors():
+            source = export_source(run.problem, node)
         evaluation = node.evaluation
         return ExportedKernel(
             run_id=run_id, node_id=node.id,
             runtime_ms=evaluation.runtime.median_ms if evaluation and evaluation.runtime else None,
-            speedups=finite(evaluation.speedups) if evaluation else {},
-            source=export_source(run.problem, node),
+            speedups=finite(evaluation.speedups) if evaluation else {}, source=source,
         )
 
     @server.tool(title="Optimize with the server's own LLM", annotations=CALLS_LLM)

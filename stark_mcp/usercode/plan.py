@@ -54,7 +54,7 @@ class ProblemPlan(BaseModel):
     init_names: list[str] = Field(default_factory=list)
     init_values: list[Any] = Field(default_factory=list)
     init_keywords: list[str] = Field(default_factory=list, description="init names passed by keyword")
-    module_dtype: str | None = None
+    module_dtype: str | None = Field(None, description="the parameters' dtype (module targets)")
     forward: list[ForwardArg]
     shapes: list[dict[str, Any]] = Field(default_factory=list, description="SHAPES; empty for one input set")
     captures: list[CaptureRef] = Field(default_factory=list)
@@ -70,9 +70,10 @@ def plan_problem(request: ProblemRequest, info: TargetInfo) -> ProblemPlan:
         _check_captures_agree(captures, info)
     init_args, init_kwargs = _init(request, captures, kind, info.target)
     names, keywords = _init_names(info, init_args, init_kwargs) if kind == "module" else ([], [])
-    module_dtype = request.module_dtype or _captured_dtype(captures)
-    if kind == "function" and module_dtype:
-        raise SpecError(f"{info.target.spec} is a function: it has no parameters to convert to {module_dtype}")
+    if kind == "function" and request.module_dtype:
+        raise SpecError(f"{info.target.spec} is a function: it has no parameters to convert to "
+                        f"{request.module_dtype}")
+    module_dtype = (request.module_dtype or _captured_dtype(captures)) if kind == "module" else None
     if captures:
         forward, shapes, refs, signatures = _from_captures(captures, info, request.captured_values)
     else:
@@ -144,9 +145,8 @@ def _init_names(info: TargetInfo, args: list[Any], kwargs: dict[str, Any]) -> tu
     return names + list(kwargs), list(kwargs)
 
 
-def _captured_dtype(captures: list[CaptureInfo]) -> str | None:
-    dtype = captures[0].module_dtype if captures else None
-    return dtype if dtype not in (None, "float32") else None
+def _captured_dtype(captures: list[CaptureInfo]) -> str:
+    return (captures[0].module_dtype if captures else None) or "float32"
 
 
 # ---- forward, from input specs ------------------------------------------------------------------

@@ -123,16 +123,17 @@ def _model(plan: ProblemPlan) -> str:
     params = ", ".join(["self", *plan.init_names])
     super_call = ", ".join(f"{n}={n}" if n in plan.init_keywords else n for n in plan.init_names)
     lines = [
+        f"MODULE_DTYPE = {plan.module_dtype or 'float32'!r}  # the parameters' dtype (stated by `stark-mcp export`)",
+        "",
+        "",
         f"class Model({name}):",
-        f'    """{plan.target.spec}, in eval() mode' + (f", parameters in {plan.module_dtype}" if plan.module_dtype
-                                                        else "") + '."""',
+        f'    """{plan.target.spec} in eval() mode, its parameters in MODULE_DTYPE."""',
         "",
         f"    def __init__({params}):",
         f"        super().__init__({super_call})",
+        "        self.to(getattr(torch, MODULE_DTYPE))",
+        "        self.eval()",
     ]
-    if plan.module_dtype:
-        lines.append(f"        self.to(torch.{plan.module_dtype})")
-    lines.append("        self.eval()")
     if any(a.keyword for a in plan.forward):
         lines += ["", f"    def forward(self, {args}):", f"        return super().forward({call})"]
     return "\n".join(lines)
