@@ -17,8 +17,8 @@ from stark_mcp.orchestrator.own_module import CreatedProblem, create_problem_sta
 from stark_mcp.usercode.specs import parse_call, parse_shape
 
 INPUT_HELP = (
-    "a forward argument, in call order: NAME:DTYPE[DIMS] with an optional ~normal(mean,std), ~uniform(lo,hi), "
-    "~randint(lo,hi), ~bernoulli(p), ~ones or ~zeros; DIMS are sizes or shape keys, "
+    "a forward argument, in call order: NAME:DTYPE[DIMS] with an optional ~normal(mean,std), "
+    "~uniform(lo,hi), ~randint(lo,hi), ~bernoulli(p), ~ones or ~zeros; DIMS are sizes or shape keys, "
     "e.g. x:float32[batch,seq,512]; or NAME=VALUE for a plain value"
 )
 
@@ -26,18 +26,23 @@ INPUT_HELP = (
 def new_command(
     target: str | None = typer.Argument(
         None, help="package.module:ClassOrFunction, e.g. mylib.layers:ScaledMLP (optional with --capture)"),
-    init: str = typer.Option("", "--init", help='constructor arguments as in a call, e.g. "512, 2048, dropout=0.0"'),
+    init: str = typer.Option(
+        "", "--init", help='constructor arguments as in a call, e.g. "512, 2048, dropout=0.0"'),
     inputs: list[str] = typer.Option([], "--input", help=INPUT_HELP),
-    shapes: list[str] = typer.Option([], "--shape", help="one input set, e.g. batch=8,seq=128; repeat the option"),
+    shapes: list[str] = typer.Option(
+        [], "--shape", help="one input set, e.g. batch=8,seq=128; repeat the option"),
     captures: list[str] = typer.Option(
         [], "--capture", help="a file saved by stark_mcp.capture; repeat for several input sets"),
     captured_values: bool = typer.Option(
-        False, "--captured-values", help="feed captured floats as they are (default: fresh values like them)"),
+        False, "--captured-values",
+        help="feed captured floats as they are (default: fresh values like them)"),
     dtype: str | None = typer.Option(None, "--dtype", help="convert the module's parameters, e.g. bfloat16"),
-    project: Path | None = typer.Option(None, "--project", help="the project folder (default: the current one)"),
+    project: Path | None = typer.Option(
+        None, "--project", help="the project folder (default: the current one)"),
     roots: list[str] = typer.Option(
         [], "--root", help="a folder to import the package from (default: PROJECT/src or PROJECT)"),
-    out: str | None = typer.Option(None, "--out", help="problem file to write (default stark-problems/NAME.py)"),
+    out: str | None = typer.Option(
+        None, "--out", help="problem file to write (default stark-problems/NAME.py)"),
     name: str | None = typer.Option(None, "--name", help="the problem's name (default from the target)"),
     device: str = typer.Option("auto", "--device", help="where to run the problem once: auto, cpu or cuda"),
     no_check: bool = typer.Option(False, "--no-check", help="write the file without running it once"),
@@ -52,7 +57,8 @@ def new_command(
     try:
         init_args, init_kwargs = parse_call(init)
         request = problem_request(
-            target=target, project_root=str(root), import_roots=[str(Path(r).expanduser().resolve()) for r in roots],
+            target=target, project_root=str(root),
+            import_roots=[str(Path(r).expanduser().resolve()) for r in roots],
             init_args=init_args, init_kwargs=init_kwargs, inputs=list(inputs),
             shapes=[parse_shape(s) for s in shapes], captures=list(captures), captured_values=captured_values,
             module_dtype=dtype, name=name, out=out, overwrite=force,

@@ -45,8 +45,8 @@ def from_module(original, *, strict: bool = True):
         raise ValueError(f"this kernel was proven on {{STARK_PROVEN['device']}}, not {{device.type}}; "
                          "move the module first, or pass strict=False to use it unproven")
     if strict and dtype is not None and dtype != STARK_PROVEN["module_dtype"]:
-        raise ValueError(f"this kernel was proven with {{STARK_PROVEN['module_dtype']}} parameters, not {{dtype}}; "
-                         "pass strict=False to use it unproven")
+        raise ValueError(f"this kernel was proven with {{STARK_PROVEN['module_dtype']}} parameters, "
+                         f"not {{dtype}}; pass strict=False to use it unproven")
     new = ModelNew(*copy.deepcopy(STARK_INIT_INPUTS))
     try:
         new.load_state_dict(original.state_dict())
@@ -87,7 +87,8 @@ def _stark_self_check() -> int:
         with torch.no_grad():
             expected, got = original(*inputs), new(*inputs)
         pairs = list(zip(expected, got)) if isinstance(expected, (tuple, list)) else [(expected, got)]
-        error = max(float((e.double() - g.double()).norm() / e.double().norm().clamp_min(1e-30)) for e, g in pairs)
+        error = max(float((e.double() - g.double()).norm() / e.double().norm().clamp_min(1e-30))
+                    for e, g in pairs)
         ok = error <= (1e-2 if pairs[0][0].dtype in (torch.float16, torch.bfloat16) else 1e-4)
         failed += not ok
 
@@ -106,7 +107,8 @@ def _stark_self_check() -> int:
 
         print(f"{{label}}: relative error {{error:.2e}} ({{'ok' if ok else 'FAILED'}}); "
               f"reference {{timed(original):.3f}} ms, kernel {{timed(new):.3f}} ms (rough)")
-    print(f"proven by stark-mcp on {{device}} for {{STARK_TARGET}}{{tuple(STARK_INIT_INPUTS)}} and these input sets only")
+    print(f"proven by stark-mcp on {{device}} for {{STARK_TARGET}}{{tuple(STARK_INIT_INPUTS)}} "
+          "and these input sets only")
     return 1 if failed else 0
 
 
@@ -120,7 +122,8 @@ def dropin_source(problem: Problem, node: Node) -> str:
     evaluation = node.evaluation
     if evaluation is None or not evaluation.passed:
         status = evaluation.status.value if evaluation else "not evaluated"
-        raise RunError(f"node {node.id} did not pass ({status}); a drop-in is written only for a correct node")
+        raise RunError(f"node {node.id} did not pass ({status}); a drop-in is written only for a "
+                       "correct node")
     assert problem.target is not None
     try:
         init = literal_constant(problem.source, "INIT_INPUTS", problem.name)
@@ -129,7 +132,8 @@ def dropin_source(problem: Problem, node: Node) -> str:
     except (ProblemError, SyntaxError) as exc:
         raise RunError(f"cannot export a drop-in for {problem.name}: {exc}") from None
     if init is None:
-        raise RunError(f"{problem.name} declares no INIT_INPUTS literal; remake it with stark-mcp problem new")
+        raise RunError(f"{problem.name} declares no INIT_INPUTS literal; make it again with "
+                       "stark-mcp problem new")
     is_module = module_dtype is not None
     proven_sets = proven_input_sets(problem, node)
     per_set = {s.label: {k: round(v, 4) for k, v in s.speedups.items()} for s in evaluation.shapes}
@@ -143,7 +147,8 @@ def dropin_source(problem: Problem, node: Node) -> str:
         "mode": "inference: eval() mode, no gradients",
     }
     unproven = [label for label in problem.shape_labels if label not in proven_sets]
-    support = _SUPPORT.format(target=problem.target, init=init, proven=_pretty(proven), problem=problem.source)
+    support = _SUPPORT.format(target=problem.target, init=init, proven=_pretty(proven),
+                              problem=problem.source)
     build_new = "from_module(original)" if is_module else "ModelNew(*STARK_INIT_INPUTS)"
     code = support + (_FROM_MODULE.format() if is_module else "") + _SELF_CHECK.format(build_new=build_new)
     return _header(problem, node, proven, unproven, is_module) + node.source.rstrip() + "\n" + code
@@ -157,7 +162,8 @@ def proven_input_sets(problem: Problem, node: Node) -> list[str]:
     return reported or problem.shape_labels[:1]
 
 
-def _header(problem: Problem, node: Node, proven: dict[str, Any], unproven: list[str], is_module: bool) -> str:
+def _header(problem: Problem, node: Node, proven: dict[str, Any], unproven: list[str],
+            is_module: bool) -> str:
     speedups = ", ".join(f"{k} {v:.2f}x" for k, v in sorted(proven["speedups"].items())) or "none measured"
     over = " (geometric mean over the input sets)" if len(proven["input_sets"]) > 1 else ""
     device = proven["device"] + (f" ({proven['device_name']})" if proven["device_name"] else "")
@@ -169,8 +175,8 @@ def _header(problem: Problem, node: Node, proven: dict[str, Any], unproven: list
         + f", constructed as {problem.target.partition(':')[2]}{tuple(proven['init_inputs'])},",
         "# in inference (eval(), no gradients), on these input sets and on nothing else:",
         *(f"#   {label}: {text}".rstrip() for label, text in proven["input_sets"].items()),
-        *([f"# Declared by the problem but not reported by the evaluator, so not proven: {', '.join(unproven)}"]
-          if unproven else []),
+        *([("# Declared by the problem but not reported by the evaluator, so not proven: "
+            f"{', '.join(unproven)}")] if unproven else []),
         f"# Speedup{over}: {speedups}.",
         "#",
     ]
@@ -181,8 +187,10 @@ def _header(problem: Problem, node: Node, proven: dict[str, Any], unproven: list
         ]
     else:
         call = problem.target.partition(":")[2]
-        lines.append(f"# Use it:  where the code calls {call}(...), call ModelNew()(...) with the same arguments.")
-    lines += ["# Check it:  run this file as a script (python -m <its module>); it repeats the comparison.", "", ""]
+        lines.append(f"# Use it:  where the code calls {call}(...), call ModelNew()(...) with the same "
+                     "arguments.")
+    lines += ["# Check it:  run this file as a script (python -m <its module>); it repeats the comparison.",
+              "", ""]
     return "\n".join(lines)
 
 

@@ -44,7 +44,9 @@ class CreatedProblem(BaseModel):
     import_roots: list[str] = Field(description="folders the evaluator imports the user's code from")
     init_inputs: list[Any] = Field(description="the constructor arguments, in Model's order")
     shapes: dict[str, str] = Field(description="input set label -> the forward arguments it produces")
-    checked_on: str | None = Field(None, description="device the problem was run on once; None if not checked")
+    checked_on: str | None = Field(
+        None, description="device the problem was run on once; None if not checked"
+    )
     source: str = Field(description="the problem file's text")
 
 
@@ -72,7 +74,8 @@ async def create_problem(
     root = _project_root(request.project_root, cwd)
     captures = [str(_under(root, p)) for p in request.captures]
     await report(0, total, f"importing {request.target or 'the captured target'}")
-    info = await inspect_target(request.target_ref, search_paths(root, request.import_roots), captures, cwd=root)
+    paths = search_paths(root, request.import_roots)
+    info = await inspect_target(request.target_ref, paths, captures, cwd=root)
     plan = plan_problem(request, info)
     source = render_problem(plan)
     out = _under(root, request.out) if request.out else root / PROBLEMS_FOLDER / f"{plan.name}.py"
@@ -90,8 +93,9 @@ async def create_problem(
     os.replace(partial, out)
     await report(total, total, f"wrote {out}")
     return CreatedProblem(
-        path=str(out), name=plan.name, target=info.target.spec, kind=plan.kind, import_roots=plan.import_roots,
-        init_inputs=plan.init_values, shapes=plan.signatures, checked_on=checked_on, source=source,
+        path=str(out), name=plan.name, target=info.target.spec, kind=plan.kind,
+        import_roots=plan.import_roots, init_inputs=plan.init_values, shapes=plan.signatures,
+        checked_on=checked_on, source=source,
     )
 
 

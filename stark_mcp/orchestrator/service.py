@@ -99,10 +99,12 @@ class RunService:
         return run, await self.store.get_node(run.id, "n0")
 
     async def create_problem(
-        self, request: ProblemRequest, *, device: str = "auto", check: bool = True, progress: Progress | None = None,
+        self, request: ProblemRequest, *, device: str = "auto", check: bool = True,
+        progress: Progress | None = None,
     ) -> CreatedProblem:
         """A problem file from the user's own module (see ``own_module``), run once by this evaluator."""
-        return await create_problem(request, self.evaluator if check else None, device=device, progress=progress)
+        checker = self.evaluator if check else None
+        return await create_problem(request, checker, device=device, progress=progress)
 
     async def get_run(self, run_id: str) -> RunRecord:
         return await self.store.get_run(run_id)

@@ -90,13 +90,13 @@ def _literal(tree: ast.Module, name: str, label: str) -> Any:
     """The value of the one top-level ``NAME = <literal>``, or None when the module has none."""
     found: list[ast.expr] = []
     for stmt in tree.body:
-        if isinstance(stmt, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in stmt.targets):
+        if isinstance(stmt, ast.Assign) and any(_is(t, name) for t in stmt.targets):
             found.append(stmt.value)
-        elif isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name) and stmt.target.id == name:
+        elif isinstance(stmt, ast.AnnAssign) and _is(stmt.target, name):
             if stmt.value is None:
                 raise ProblemError(f"{label}: {name} is annotated but never given a value")
             found.append(stmt.value)
-        elif isinstance(stmt, ast.AugAssign) and isinstance(stmt.target, ast.Name) and stmt.target.id == name:
+        elif isinstance(stmt, ast.AugAssign) and _is(stmt.target, name):
             raise ProblemError(f"{label}: line {stmt.lineno}: {name} is changed after its assignment; "
                                "give its whole value in one literal")
     if not found:
@@ -112,10 +112,15 @@ def _literal(tree: ast.Module, name: str, label: str) -> Any:
         ) from None
 
 
+def _is(target: ast.expr, name: str) -> bool:
+    return isinstance(target, ast.Name) and target.id == name
+
+
 def _shapes(value: Any, label: str) -> tuple[dict[str, Any], ...]:
     example = 'e.g. SHAPES = [{"batch": 8, "seq": 128}, {"batch": 32, "seq": 512}]'
     if not isinstance(value, (list, tuple)) or not value:
-        raise ProblemError(f"{label}: SHAPES must be a non-empty list of dicts of keyword arguments, {example}")
+        raise ProblemError(f"{label}: SHAPES must be a non-empty list of dicts of keyword arguments, "
+                           f"{example}")
     if len(value) > MAX_SHAPES:
         raise ProblemError(
             f"{label}: SHAPES lists {len(value)} input sets; at most {MAX_SHAPES} (each one is evaluated "
@@ -125,7 +130,8 @@ def _shapes(value: Any, label: str) -> tuple[dict[str, Any], ...]:
     for index, shape in enumerate(value):
         where = f"{label}: SHAPES[{index}]"
         if not isinstance(shape, dict):
-            raise ProblemError(f"{where} is {type(shape).__name__}, not a dict of keyword arguments, {example}")
+            raise ProblemError(f"{where} is {type(shape).__name__}, not a dict of keyword arguments, "
+                               f"{example}")
         for key, item in shape.items():
             if not isinstance(key, str) or not key.isidentifier() or keyword.iskeyword(key):
                 raise ProblemError(f"{where}: key {key!r} is not a Python parameter name")
@@ -181,13 +187,15 @@ def _check_get_inputs_accepts(tree: ast.Module, shapes: tuple[dict[str, Any], ..
         missing = [r for r in required if r not in shape]
         if missing:
             raise ProblemError(
-                f"{label}: SHAPES[{index}] does not give get_inputs its required argument(s) {', '.join(missing)}"
+                f"{label}: SHAPES[{index}] does not give get_inputs its required argument(s) "
+                f"{', '.join(missing)}"
             )
 
 
 def _roots(value: Any, label: str) -> tuple[str, ...]:
     if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
-        raise ProblemError(f'{label}: STARK_IMPORT_ROOTS must be a list of folder paths, e.g. ["/home/me/project"]')
+        raise ProblemError(f"{label}: STARK_IMPORT_ROOTS must be a list of folder paths, "
+                           'e.g. ["/home/me/project"]')
     for root in value:
         if not os.path.isabs(root):
             raise ProblemError(

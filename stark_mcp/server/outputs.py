@@ -8,6 +8,7 @@ records here so the tools stay one-liners.
 from __future__ import annotations
 
 import math
+
 from pydantic import BaseModel, Field
 
 from stark_mcp.orchestrator.service import LeaderboardEntry

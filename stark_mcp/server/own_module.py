@@ -30,7 +30,8 @@ class ProblemCreated(CreatedProblem):
 async def create_problem(
     ctx: Context,
     target: Annotated[str | None, Field(
-        description="package.module:ClassOrFunction, e.g. mylib.layers:ScaledMLP; may be omitted with captures")] = None,
+        description="package.module:ClassOrFunction, e.g. mylib.layers:ScaledMLP; "
+                    "may be omitted with captures")] = None,
     project_root: Annotated[str | None, Field(
         description="absolute path of the user's project (its src/ or itself holds the package); "
                     "default: the server's working folder")] = None,
@@ -40,15 +41,17 @@ async def create_problem(
         description='constructor keyword arguments, e.g. {"dropout": 0.0}')] = None,
     inputs: Annotated[list[InputSpec | str] | None, Field(
         description="the forward's arguments in call order, as 'x:float32[batch,seq,512]', "
-                    "'ids:int64[batch,seq]~randint(0,32000)', 'mask:bool[batch,seq]~bernoulli(0.9)', 'eps=1e-5', "
-                    "or objects {name, shape, dtype, dist, ...}")] = None,
+                    "'ids:int64[batch,seq]~randint(0,32000)', 'mask:bool[batch,seq]~bernoulli(0.9)', "
+                    "'eps=1e-5', or objects {name, shape, dtype, dist, ...}")] = None,
     shapes: Annotated[list[dict[str, Any]] | None, Field(
         description='input sets giving the sizes the inputs name, e.g. [{"batch": 8, "seq": 128}, '
                     '{"batch": 32, "seq": 512}]; ask the user for the ones they run')] = None,
     captures: Annotated[list[str] | None, Field(
-        description="files saved by stark_mcp.capture, one input set each (instead of inputs and shapes)")] = None,
+        description="files saved by stark_mcp.capture, one input set each "
+                    "(instead of inputs and shapes)")] = None,
     captured_values: Annotated[bool, Field(
-        description="with captures: feed captured floats as they are (default: fresh values like them)")] = False,
+        description="with captures: feed captured floats as they are "
+                    "(default: fresh values like them)")] = False,
     module_dtype: Annotated[str | None, Field(
         description="convert the module's parameters to this dtype, e.g. bfloat16")] = None,
     name: Annotated[str | None, Field(description="the problem's name (default from the target)")] = None,
@@ -64,8 +67,9 @@ async def create_problem(
     service = app_state(ctx).service
     with tool_errors():
         request = problem_request(
-            target=target, project_root=project_root, init_args=init_args or [], init_kwargs=init_kwargs or {},
-            inputs=inputs or [], shapes=shapes or [], captures=captures or [], captured_values=captured_values,
+            target=target, project_root=project_root, init_args=init_args or [],
+            init_kwargs=init_kwargs or {}, inputs=inputs or [], shapes=shapes or [], captures=captures or [],
+            captured_values=captured_values,
             module_dtype=module_dtype, name=name, out=out, overwrite=overwrite,
         )
         created = await service.create_problem(request, device=device, progress=relay(ctx))

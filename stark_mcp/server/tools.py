@@ -36,6 +36,7 @@ from stark_mcp.server.outputs import (
 from stark_mcp.server.progress import relay, search_relay
 from stark_mcp.server.state import app_state
 
+
 def _hints(*, read_only: bool, idempotent: bool, open_world: bool = False) -> ToolAnnotations:
     return ToolAnnotations(
         read_only_hint=read_only, destructive_hint=None if read_only else False,

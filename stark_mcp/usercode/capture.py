@@ -75,7 +75,8 @@ class capture:
             self._handle = None
         if exc_type is None and not self.saved and not _off():
             name = type(self.target).__name__
-            raise CaptureError(f"{name}.forward was not called inside the with block; nothing was saved to {self.path}")
+            raise CaptureError(f"{name}.forward was not called inside the with block; nothing was saved "
+                               f"to {self.path}")
 
     def _hook(self, module: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         if not self.saved:
@@ -157,7 +158,8 @@ def _storable(value: Any, where: str) -> Any:
     """A copy ``torch.load(weights_only=True)`` can read back, or a CaptureError naming the culprit."""
     if isinstance(value, torch.Tensor):
         if type(value) not in (torch.Tensor, nn.Parameter):
-            raise CaptureError(f"{where} is a {type(value).__name__} (a tensor subclass); pass a plain tensor")
+            raise CaptureError(f"{where} is a {type(value).__name__} (a tensor subclass); "
+                               "pass a plain tensor")
         if value.layout is not torch.strided or value.is_quantized:
             raise CaptureError(f"{where} is a {value.layout} tensor; only dense tensors can be captured")
         return value.detach().to("cpu", copy=True)
@@ -172,7 +174,8 @@ def _storable(value: Any, where: str) -> Any:
         return {k: _storable(v, f"{where}[{k!r}]") for k, v in value.items()}
     raise CaptureError(
         f"cannot capture {where}: it is a {type(value).__module__}.{type(value).__qualname__}; a capture "
-        "stores tensors, numbers, strings, booleans, None, dtypes, devices and lists, tuples and dicts of them"
+        "stores tensors, numbers, strings, booleans, None, dtypes, devices and lists, tuples and dicts "
+        "of them"
     )
 
 

@@ -69,7 +69,9 @@ class TargetInfo(BaseModel):
     init_params: list[Param] | None = Field(None, description="constructor parameters; None if unknown")
     forward_params: list[Param] | None = Field(None, description="forward (or the function's) parameters")
     source: str | None = None
-    import_root: str | None = Field(None, description="the search path it was imported from; None if installed")
+    import_root: str | None = Field(
+        None, description="the search path it was imported from; None if installed"
+    )
     captures: list[CaptureInfo] = Field(default_factory=list)
 
 
@@ -105,19 +107,22 @@ async def inspect_target(
         err = reply["import_error"]
         if err["kind"] == "not_found":
             raise TargetError(
-                f"cannot import {ref.module}: {err['message']}; looked in {where} and the installed packages. "
-                "Pass the folder that holds the package as the project root (or --root DIR)"
+                f"cannot import {ref.module}: {err['message']}; looked in {where} and the installed "
+                "packages. Pass the folder that holds the package as the project root (or --root DIR)"
             )
-        raise TargetError(f"importing {ref.module} failed: {err['message']}\n{err.get('traceback', '')}".rstrip())
+        detail = f"{err['message']}\n{err.get('traceback', '')}".rstrip()
+        raise TargetError(f"importing {ref.module} failed: {detail}")
     if "missing_attribute" in reply:
         missing = reply["missing_attribute"]
         available = ", ".join(missing["available"]) or "no public classes or functions"
         raise TargetError(f"{ref.module} has no attribute {missing['name']!r}; it defines {available}")
     if "error" in reply:
-        raise TargetError(f"probing {ref.spec} failed: {reply['error']}\n{reply.get('traceback', '')}".rstrip())
+        detail = f"{reply['error']}\n{reply.get('traceback', '')}".rstrip()
+        raise TargetError(f"probing {ref.spec} failed: {detail}")
     kind = reply.get("kind")
     if kind == "class":
-        raise TargetError(f"{ref.spec} is a class but not a torch.nn.Module; give a module class or a function")
+        raise TargetError(f"{ref.spec} is a class but not a torch.nn.Module; give a module class or "
+                          "a function")
     if kind not in ("module", "function"):
         raise TargetError(f"{ref.spec} is a {kind}, not a torch.nn.Module class or a function")
     return TargetInfo(
@@ -168,7 +173,8 @@ async def _run_probe(request: dict[str, Any], timeout: float, cwd: Path | None) 
                 cwd=str(cwd) if cwd else None,
             )
     except TimeoutError:
-        raise TargetError(f"importing {request['target'] or 'the capture'} took more than {timeout:.0f} s") from None
+        what = request["target"] or "the capture"
+        raise TargetError(f"importing {what} took more than {timeout:.0f} s") from None
     stdout = done.stdout.decode("utf-8", "replace")
     line = next((ln for ln in reversed(stdout.splitlines()) if ln.startswith(MARKER)), None)
     if line is None:

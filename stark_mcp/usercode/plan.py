@@ -135,10 +135,10 @@ def _init_names(info: TargetInfo, args: list[Any], kwargs: dict[str, Any]) -> tu
         if key in names:
             raise SpecError(f"{cls}: constructor argument {key!r} given both by position and by keyword")
         if key not in keyword_names and not var_keyword:
-            raise SpecError(f"{cls} has no constructor parameter {key!r}; its parameters are {_names(params)}")
+            raise SpecError(f"{cls} has no constructor parameter {key!r}; its parameters are "
+                            f"{_names(params)}")
     covered = set(names) | set(kwargs)
-    missing = [p.name for p in params
-               if not p.has_default and p.kind not in ("var_positional", "var_keyword") and p.name not in covered]
+    missing = [p.name for p in _required(params) if p.name not in covered]
     if missing:
         raise SpecError(f"{cls} needs constructor argument(s) {', '.join(missing)}; give them as init "
                         f"arguments (its parameters are {_names(params)})")
@@ -174,11 +174,10 @@ def _from_specs(inputs: list[InputSpec], info: TargetInfo) -> list[ForwardArg]:
         forward.append(ForwardArg(name=spec.name, keyword=True, spec=spec, tensor=spec.is_tensor))
     given = {arg.name for arg in forward if arg.keyword}
     given |= {positional[i].name for i, arg in enumerate(forward) if not arg.keyword and i < len(positional)}
-    missing = [p.name for p in params
-               if not p.has_default and p.kind not in ("var_positional", "var_keyword") and p.name not in given]
+    missing = [p.name for p in _required(params) if p.name not in given]
     if missing:
-        raise SpecError(f"the forward of {info.target.qualname} needs {', '.join(missing)}, which no input gives "
-                        f"(its parameters are {_names(params)})")
+        raise SpecError(f"the forward of {info.target.qualname} needs {', '.join(missing)}, which no input "
+                        f"gives (its parameters are {_names(params)})")
     return forward
 
 
@@ -196,7 +195,8 @@ def _check_captures_agree(captures: list[CaptureInfo], info: TargetInfo) -> None
                             "constructor arguments; one problem has one module")
         if _layout(other) != _layout(first):
             raise SpecError(f"{other.path} and {first.path} call the forward with different arguments "
-                            f"({_show_layout(first)} vs {_show_layout(other)}); sizes may differ, the rest not")
+                            f"({_show_layout(first)} vs {_show_layout(other)}); sizes may differ, "
+                            "the rest not")
 
 
 def _layout(capture: CaptureInfo) -> list[tuple[str, bool, str]]:
@@ -255,6 +255,10 @@ def _capture_refs(captures: list[CaptureInfo]) -> list[CaptureRef]:
         used.add(name)
         refs.append(CaptureRef(name=name, path=str(Path(capture.path).resolve()), sha256=capture.sha256))
     return refs
+
+
+def _required(params: list[Param]) -> list[Param]:
+    return [p for p in params if not p.has_default and p.kind not in ("var_positional", "var_keyword")]
 
 
 def _slot_name(positional: list[Param], index: int) -> str | None:

@@ -85,7 +85,8 @@ def describe_target(module: Any, obj: Any) -> dict[str, Any]:
     info["defined_sha256"] = _sha256(path) if path else None
     try:
         source = inspect.getsource(obj)
-        info["source"] = source if len(source) <= MAX_SOURCE_CHARS else source[:MAX_SOURCE_CHARS] + "\n# ...(cut)\n"
+        cut = len(source) > MAX_SOURCE_CHARS
+        info["source"] = source[:MAX_SOURCE_CHARS] + ("\n# ...(cut)\n" if cut else "")
     except (OSError, TypeError):
         info["source"] = None
     return info
@@ -105,8 +106,9 @@ def describe_capture(path: str) -> dict[str, Any]:
 
         call = torch.load(io.BytesIO(data), weights_only=True)
     except Exception as exc:  # noqa: BLE001 - any unreadable file gets the same clear refusal
-        return {"path": path, "error": f"{path} is not a capture file torch can load safely: {type(exc).__name__}: "
-                                      f"{str(exc).splitlines()[0] if str(exc) else ''}"}
+        first = str(exc).splitlines()[0] if str(exc) else ""
+        return {"path": path,
+                "error": f"{path} is not a capture file torch can load safely: {type(exc).__name__}: {first}"}
     from stark_mcp.usercode.capture import CAPTURE_FORMAT
 
     if not isinstance(call, dict) or call.get("format") != CAPTURE_FORMAT:
@@ -131,7 +133,8 @@ def _value(value: Any) -> dict[str, Any]:
         return {"tensor": True, "shape": list(value.shape), "dtype": str(value.dtype).removeprefix("torch."),
                 "fresh": floating and finite and value.numel() > 1}
     text = repr(value)
-    return {"tensor": False, "type": type(value).__name__, "repr": text if len(text) <= 200 else text[:200] + "..."}
+    shown = text if len(text) <= 200 else text[:200] + "..."
+    return {"tensor": False, "type": type(value).__name__, "repr": shown}
 
 
 def _sha256(path: str) -> str:
@@ -150,9 +153,11 @@ def _params(fn: Any, drop_first: bool) -> list[dict[str, Any]] | None:
         params = list(inspect.signature(fn).parameters.values())
     except (TypeError, ValueError):
         return None
-    if drop_first and params and params[0].kind in (params[0].POSITIONAL_ONLY, params[0].POSITIONAL_OR_KEYWORD):
-        params = params[1:]
-    return [{"name": p.name, "kind": p.kind.name.lower(), "has_default": p.default is not p.empty} for p in params]
+    positional = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    if drop_first and params and params[0].kind in positional:
+        params = params[1:]  # self
+    return [{"name": p.name, "kind": p.kind.name.lower(), "has_default": p.default is not p.empty}
+            for p in params]
 
 
 def _file_of(module: Any) -> str | None:

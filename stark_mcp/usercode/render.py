@@ -123,7 +123,8 @@ def _model(plan: ProblemPlan) -> str:
     params = ", ".join(["self", *plan.init_names])
     super_call = ", ".join(f"{n}={n}" if n in plan.init_keywords else n for n in plan.init_names)
     lines = [
-        f"MODULE_DTYPE = {plan.module_dtype or 'float32'!r}  # the parameters' dtype (stated by `stark-mcp export`)",
+        (f"MODULE_DTYPE = {plan.module_dtype or 'float32'!r}  # the parameters' dtype "
+         "(`stark-mcp export` states it)"),
         "",
         "",
         f"class Model({name}):",
@@ -165,8 +166,8 @@ def _inputs(plan: ProblemPlan) -> str:
 
 
 def _captures_table(plan: ProblemPlan) -> list[str]:
-    lines = ["# The captured calls (stark_mcp.capture), each with its file's sha256 when this problem was made.",
-             "CAPTURES = {"]
+    lines = ["# The captured calls (stark_mcp.capture), each with its file's sha256 when this problem was",
+             "# made.", "CAPTURES = {"]
     for ref in plan.captures:
         lines += [f"    {ref.name!r}: (", f"        {ref.path!r},", f"        {ref.sha256!r},", "    ),"]
     lines += [
@@ -193,7 +194,8 @@ def _captures_table(plan: ProblemPlan) -> list[str]:
 
 def _captured_get_inputs(plan: ProblemPlan) -> list[str]:
     first = plan.captures[0].name
-    lines = [f"def get_inputs(capture: str = {first!r}) -> list:", "    call = _captured(capture)", "    return ["]
+    lines = [f"def get_inputs(capture: str = {first!r}) -> list:", "    call = _captured(capture)",
+             "    return ["]
     for arg in plan.forward:
         ref = f"call[{arg.captured!r}][{arg.key!r}]"
         if arg.fresh:

@@ -30,9 +30,12 @@ class ProblemRequest(BaseModel):
         None, description="the user's project folder (absolute); its src/ or itself holds the package"
     )
     import_roots: list[str] = Field(
-        default_factory=list, description="folders to import the package from, instead of guessing from project_root"
+        default_factory=list,
+        description="folders to import the package from, instead of guessing from project_root",
     )
-    init_args: list[Any] = Field(default_factory=list, description="constructor positional arguments (literals)")
+    init_args: list[Any] = Field(
+        default_factory=list, description="constructor positional arguments (literals)"
+    )
     init_kwargs: dict[str, Any] = Field(default_factory=dict, description="constructor keyword arguments")
     inputs: list[InputSpec] = Field(default_factory=list, description="forward arguments, in call order")
     shapes: list[dict[str, Any]] = Field(

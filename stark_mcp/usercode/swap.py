@@ -53,6 +53,6 @@ def _exported_module(replacement: Any) -> ModuleType:
         return replacement
     module = sys.modules.get(getattr(replacement, "__module__", ""), None)
     if module is None:
-        raise SwapError(f"cannot tell which exported file {replacement!r} comes from; pass the ModelNew class "
-                        "imported from it, or the module itself")
+        raise SwapError(f"cannot tell which exported file {replacement!r} comes from; pass the ModelNew "
+                        "class imported from it, or the module itself")
     return module

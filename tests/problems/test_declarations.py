@@ -75,7 +75,8 @@ def test_labels_of_other_values() -> None:
     ("SHAPES: list", "annotated but never given a value"),
     ("SHAPES = [{'batch': 8, 'width': 3}]", "passes width but get_inputs accepts batch, seq"),
     (f"SHAPES = [{{'batch': i}} for i in range({MAX_SHAPES + 1})]", "must be a literal"),
-    ("SHAPES = [" + ", ".join(f"{{'batch': {i}}}" for i in range(MAX_SHAPES + 1)) + "]", f"at most {MAX_SHAPES}"),
+    ("SHAPES = [" + ", ".join(f"{{'batch': {i}}}" for i in range(MAX_SHAPES + 1)) + "]",
+     f"at most {MAX_SHAPES}"),
     ("STARK_IMPORT_ROOTS = 'src'", "must be a list of folder paths"),
     ("STARK_IMPORT_ROOTS = ['src']", "'src' is not an absolute path"),
     ("STARK_TARGET = 'mylib.layers.ScaledMLP'", 'must be "package.module:Name"'),
@@ -92,7 +93,8 @@ def test_get_inputs_must_take_the_required_arguments_and_kwargs_accept_all() -> 
     strict = BODY.replace("def get_inputs(batch=8, seq=16):", "def get_inputs(batch, seq):")
     with pytest.raises(ProblemError, match=r"does not give get_inputs its required argument\(s\) seq"):
         problem_from_source(with_header("SHAPES = [{'batch': 8}]", strict))
-    no_args = BODY.replace("def get_inputs(batch=8, seq=16):", "def get_inputs():").replace("batch, seq", "8, 8")
+    no_args = BODY.replace("def get_inputs(batch=8, seq=16):", "def get_inputs():")
+    no_args = no_args.replace("batch, seq", "8, 8")
     with pytest.raises(ProblemError, match="get_inputs accepts no arguments"):
         problem_from_source(with_header("SHAPES = [{'batch': 8}]", no_args))
     kwargs = BODY.replace("def get_inputs(batch=8, seq=16):", "def get_inputs(**shape):")

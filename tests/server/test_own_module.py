@@ -8,7 +8,6 @@ import json
 import math
 import os
 import shutil
-import subprocess
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -54,6 +53,7 @@ def anchored(source: str, first: str, last: str, advice: str) -> str:
 @dataclass
 class Flow:
     project: Path
+    home: Path
     server: Any
     run_id: str
     problem_path: str
@@ -61,7 +61,7 @@ class Flow:
     results: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
-async def converse(server: Any, project: Path) -> Flow:
+async def converse(server: Any, project: Path, home: Path) -> Flow:
     """The scripted host: what a host's model does when it follows optimize_module."""
     log = Transcript(project)
     results: dict[str, dict[str, Any]] = {}
@@ -76,17 +76,19 @@ async def converse(server: Any, project: Path) -> Flow:
         log.user(REQUEST)
         args = {"request": REQUEST, "project_root": str(project)}
         guide = await client.get_prompt("optimize_module", args)
-        log.prompt("optimize_module", {"request": "…", "project_root": str(project)}, guide.messages[0].content.text)
+        log.prompt("optimize_module", {"request": "…", "project_root": str(project)},
+                   guide.messages[0].content.text)
         log.host("Found `class ScaledMLP` in src/mylib/layers.py: `forward(x, mask=None)`, and the call site "
-                 "`ScaledMLP(d_model, hidden, scale=0.5)` in `Encoder`. The user gave the sizes, so no capture "
-                 "is needed.")
+                 "`ScaledMLP(d_model, hidden, scale=0.5)` in `Encoder`. The user gave the sizes, so no "
+                 "capture is needed.")
         created = await call(client, "create_problem", {
             "target": "mylib.layers:ScaledMLP", "project_root": str(project),
             "init_args": [32, 64], "init_kwargs": {"scale": 0.5},
             "inputs": ["x:float32[batch,seq,32]"], "shapes": SHAPES,
         }, keep=("path", "kind", "import_roots", "init_inputs", "shapes", "checked_on", "next"))
         results["create_problem"] = created
-        log.host("The problem states two input sets, x of 2x4x32 and 8x16x32 floats: as you said. Starting a run.")
+        log.host("The problem states two input sets, x of 2x4x32 and 8x16x32 floats: as you said. "
+                 "Starting a run.")
         run = await call(client, "create_run", {"problem": created["path"], "budget": 2, "policy": "greedy",
                                                 "seed": 11},
                          keep=("run_id", "problem", "device", "budget", "baselines_ms", "next"))
@@ -96,15 +98,17 @@ async def converse(server: Any, project: Path) -> Flow:
         # Both attempts expand the root: after a failed first attempt the best node is still n0, so the
         # conversation is the same whatever the timings.
         steps = [
-            ("cand_mlp_noscale", "Run both layers as addmm on the flattened tokens, with the per-channel "
-                                 "scale folded into the second layer."),
-            ("cand_mlp_addmm", "Run both layers as addmm on the flattened tokens with the bias fused, and "
-                               "apply the scale in place on the result."),
+            ("cand_mlp_noscale", ("Run both layers as addmm on the flattened tokens, with the per-channel "
+                                  "scale folded into the second layer.")),
+            ("cand_mlp_addmm", ("Run both layers as addmm on the flattened tokens with the bias fused, and "
+                                "apply the scale in place on the result.")),
         ]
         for name, advice in steps:
-            selection = await call(client, "select_node", {"run_id": run_id}, keep=("node_id", "action", "reason"))
+            selection = await call(client, "select_node", {"run_id": run_id},
+                                   keep=("node_id", "action", "reason"))
             node_id = selection["node_id"]
-            plan_ctx = await call(client, "build_context", {"run_id": run_id, "node_id": node_id, "role": "plan"},
+            plan_ctx = await call(client, "build_context",
+                                  {"run_id": run_id, "node_id": node_id, "role": "plan"},
                                   keep=("prompt", "node_ids"),
                                   excerpts={"prompt": "## Architecture to optimize" if len(sources) == 1
                                             else "### Attempt n1"})
@@ -122,8 +126,8 @@ async def converse(server: Any, project: Path) -> Flow:
             results[name] = child
             sources[child["node_id"]] = source
             if child["status"] != "passed":
-                log.host(f"{child['node_id']} failed the check ({child['reason']}): the per-channel scale went "
-                         "missing. Back to the best node for another plan.")
+                log.host(f"{child['node_id']} failed the check ({child['reason']}): the per-channel scale "
+                         "went missing. Back to the best node for another plan.")
 
         board = await call(client, "leaderboard", {"run_id": run_id}, keep=("entries",))
         results["leaderboard"] = board
@@ -136,8 +140,8 @@ async def converse(server: Any, project: Path) -> Flow:
                  "(or `model.mlp = from_module(model.mlp)` without stark-mcp). It is proven for exactly "
                  "what its header states (ScaledMLP(32, 64, 0.5), float32 weights, the CPU, inference, "
                  "the input sets listed) and for nothing else; `python -m mylib.fast_mlp` repeats its check.")
-    return Flow(project=project, server=server, run_id=run_id, problem_path=created["path"], transcript=log,
-                results=results)
+    return Flow(project=project, home=home, server=server, run_id=run_id, problem_path=created["path"],
+                transcript=log, results=results)
 
 
 @pytest.fixture(scope="module")
@@ -146,7 +150,7 @@ def flow(tmp_path_factory: pytest.TempPathFactory) -> Flow:
     project = base / "proj"
     shutil.copytree(USER_PACKAGE, project)
     server = make_server(base / "home")
-    return anyio.run(converse, server, project)
+    return anyio.run(converse, server, project, base / "home")
 
 
 async def test_the_problem_comes_from_the_users_module_and_the_run_passes_and_fails_as_it_should(
@@ -171,16 +175,21 @@ async def test_the_transcript_in_docs_ide_md_is_this_conversation(flow: Flow) ->
     )
 
 
-async def test_the_export_swaps_into_the_users_model_with_its_weights_and_the_same_outputs(flow: Flow) -> None:
-    async with Client(flow.server) as client:
-        exported = ok(await client.call_tool("export_kernel", {"run_id": flow.run_id}))
+async def test_the_export_swaps_into_the_users_model_with_its_weights_and_outputs(flow: Flow) -> None:
+    # The CLI writes the same drop-in as the tool.
     path = flow.project / "src" / "mylib" / "fast_mlp.py"
-    path.write_text(exported["source"])
+    path.unlink()
+    command = [sys.executable, "-m", "stark_mcp", "export", flow.run_id, "--out", str(path)]
+    cli = await anyio.run_process(command, env={**os.environ, "STARK_HOME": str(flow.home)}, check=False)
+    assert cli.returncode == 0, cli.stderr.decode()
+    exported = flow.results["export"]
+    assert path.read_text() == exported["source"]
+    # The user's code imports it, swaps it in with the original's weights, and gets the same outputs.
     env = {**os.environ, "PYTHONPATH": str(flow.project / "src")}
-    done = subprocess.run([sys.executable, str(CANDIDATES / "use_export.py")], capture_output=True, text=True,
-                          timeout=300, env=env, cwd=flow.project)
-    assert done.returncode == 0, done.stderr[-3000:]
-    report = json.loads(done.stdout.strip().splitlines()[-1])
+    done = await anyio.run_process([sys.executable, str(CANDIDATES / "use_export.py")], env=env,
+                                   cwd=flow.project, check=False)
+    assert done.returncode == 0, done.stderr.decode()[-3000:]
+    report = json.loads(done.stdout.decode().strip().splitlines()[-1])
     assert report["swapped"] and report["same_weights"] and report["equal"], report
     assert report["max_abs_diff"] < 1e-5
     proven = report["proven"]
@@ -188,7 +197,7 @@ async def test_the_export_swaps_into_the_users_model_with_its_weights_and_the_sa
     assert proven["device"] == "cpu" and proven["module_dtype"] == "float32" and proven["node"] == "n2"
     # It claims the input sets the evaluation reported, never more (the first one at least).
     claimed = proven["input_sets"]
-    assert list(claimed)[0] == "batch=2,seq=4" and claimed["batch=2,seq=4"] == "x: float32[2, 4, 32]"
+    assert next(iter(claimed)) == "batch=2,seq=4" and claimed["batch=2,seq=4"] == "x: float32[2, 4, 32]"
     assert set(claimed) <= {"batch=2,seq=4", "batch=8,seq=16"}
     assert "size mismatch" in report["wrong_size"] and "ScaledMLP(32, 64, 0.5)" in report["wrong_size"]
     assert report["wrong_dtype"].startswith("this kernel was proven with float32 parameters, not float64")
@@ -200,7 +209,8 @@ async def test_the_export_swaps_into_the_users_model_with_its_weights_and_the_sa
     assert header[0].startswith(f"# Exported by stark-mcp from run {flow.run_id}, node n2")
     assert "#   batch=2,seq=4: x: float32[2, 4, 32]" in header
     if len(claimed) == 1:
-        assert "# Declared by the problem but not reported by the evaluator, so not proven: batch=8,seq=16" in header
+        unproven = "# Declared by the problem but not reported by the evaluator, so not proven: "
+        assert unproven + "batch=8,seq=16" in header
     # A failing node is refused rather than exported as if it were proven.
     async with Client(flow.server) as client:
         refused = await client.call_tool("export_kernel", {"run_id": flow.run_id, "node_id": "n1"})

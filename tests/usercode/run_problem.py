@@ -56,7 +56,7 @@ def main() -> None:
         try:
             load(sys.argv[1])
             report["after_change"] = None
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - the report says what the problem raised
             report["after_change"] = f"{type(exc).__name__}: {exc}"
     print(json.dumps(report))
 

@@ -33,7 +33,8 @@ USER_PROGRAM = textwrap.dedent("""
     torch.manual_seed(0)
     model = Encoder(16, 32).eval()
     for batch, seq in ((2, 3), (4, 8)):
-        with stark_mcp.capture(f"{out}/mlp_b{batch}.pt", model.mlp, init_args=[16, 32], init_kwargs={"scale": 0.5}):
+        path = f"{out}/mlp_b{batch}.pt"
+        with stark_mcp.capture(path, model.mlp, init_args=[16, 32], init_kwargs={"scale": 0.5}):
             model(torch.randn(batch, seq, 16))
 
     # A decorated class saves its constructor's arguments too; a decorated function its first call.
@@ -58,8 +59,9 @@ def captured(user_project: Path) -> Path:
     out = user_project / "captures"
     program = user_project / "program.py"
     program.write_text(USER_PROGRAM)
-    done = subprocess.run([sys.executable, str(program), str(out)], capture_output=True, text=True, timeout=300,
-                          env={"PYTHONPATH": str(user_project / "src"), "PATH": "/usr/bin:/bin"})
+    done = subprocess.run([sys.executable, str(program), str(out)], capture_output=True, text=True,
+                          timeout=300, env={"PYTHONPATH": str(user_project / "src"), "PATH": "/usr/bin:/bin"},
+                          check=False)
     assert done.returncode == 0, done.stderr[-3000:]
     return out
 
@@ -71,7 +73,8 @@ def load(path: Path) -> dict:
 def test_the_files_hold_the_call_the_arguments_and_nothing_unsafe(captured: Path) -> None:
     call = load(captured / "mlp_b2.pt")
     assert call["format"] == CAPTURE_FORMAT and call["target"] == "mylib.layers:ScaledMLP"
-    assert call["kind"] == "module" and call["init_args"] == [16, 32] and call["init_kwargs"] == {"scale": 0.5}
+    assert call["kind"] == "module" and call["init_args"] == [16, 32]
+    assert call["init_kwargs"] == {"scale": 0.5}
     assert [tuple(a.shape) for a in call["args"]] == [(2, 3, 16)] and call["kwargs"] == {}
     assert call["module_dtype"] == "float32" and call["device"] == "cpu"
     decorated = load(captured / "decorated.pt")
@@ -79,7 +82,8 @@ def test_the_files_hold_the_call_the_arguments_and_nothing_unsafe(captured: Path
     assert decorated["kwargs"]["mask"].dtype == torch.bool
     gelu = load(captured / "gelu.pt")
     assert gelu["target"] == "mylib.layers:gelu_mul" and gelu["kind"] == "function"
-    assert [tuple(a.shape) for a in gelu["args"]] == [(3, 5), (3, 5)] and gelu["kwargs"] == {"approximate": "tanh"}
+    assert [tuple(a.shape) for a in gelu["args"]] == [(3, 5), (3, 5)]
+    assert gelu["kwargs"] == {"approximate": "tanh"}
 
 
 @pytest.mark.anyio
@@ -108,7 +112,8 @@ async def test_two_captures_make_a_problem_with_two_input_sets(captured: Path, u
     assert "call['args'][0].clone(),  # x: the captured values" in function.source
     with pytest.raises(SpecError, match="captured mylib.layers:gelu_mul, not mylib.layers:ScaledMLP"):
         await create_problem(problem_request(
-            captures=[str(captured / "mlp_b2.pt"), str(captured / "gelu.pt")], project_root=str(user_project)), None)
+            captures=[str(captured / "mlp_b2.pt"), str(captured / "gelu.pt")],
+            project_root=str(user_project)), None)
 
 
 class Local(nn.Module):
@@ -116,7 +121,8 @@ class Local(nn.Module):
         return x * 2
 
 
-def test_unstorable_inputs_and_empty_blocks_are_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_unstorable_inputs_and_empty_blocks_are_refused(tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     module = Local()
     path = tmp_path / "call.pt"
     with pytest.raises(CaptureError, match=r"cannot capture argument 'extra': it is a builtins.object"), \
@@ -147,7 +153,8 @@ def test_unstorable_inputs_and_empty_blocks_are_refused(tmp_path: Path, monkeypa
 async def test_a_capture_without_constructor_arguments_asks_for_them(captured: Path, user_project: Path,
                                                                      tmp_path: Path) -> None:
     call = load(captured / "mlp_b2.pt")
-    call.update(init_args=None, init_kwargs=None, init_note="the constructor arguments of ScaledMLP are unknown")
+    call.update(init_args=None, init_kwargs=None,
+                init_note="the constructor arguments of ScaledMLP are unknown")
     bare = tmp_path / "bare.pt"
     torch.save(call, bare)
     request = problem_request(captures=[str(bare)], project_root=str(user_project))

@@ -20,13 +20,13 @@ HERE = Path(__file__).resolve().parent
 def stark(*args: str, home: Path, cwd: Path) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "STARK_HOME": str(home)}
     return subprocess.run([sys.executable, "-m", "stark_mcp", *args], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=300)
+                          capture_output=True, text=True, timeout=300, check=False)
 
 
 def run_problem(path: str | Path, change: Path | None = None) -> dict:
     extra = [str(change)] if change else []
     done = subprocess.run([sys.executable, "-P", str(HERE / "run_problem.py"), str(path), *extra],
-                          capture_output=True, text=True, timeout=300, cwd=HERE.parent)
+                          capture_output=True, text=True, timeout=300, cwd=HERE.parent, check=False)
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
 
@@ -41,7 +41,8 @@ def test_the_cli_writes_a_problem_that_imports_the_users_module_and_runs_each_sh
         home=tmp_path / "home", cwd=user_project,
     )
     assert done.returncode == 0, done.stderr
-    assert "importing mylib.layers:ScaledMLP" in done.stderr and "running scaled_mlp once on cpu" in done.stderr
+    assert "importing mylib.layers:ScaledMLP" in done.stderr
+    assert "running scaled_mlp once on cpu" in done.stderr
     created = json.loads(done.stdout)
     path = user_project / "stark-problems" / "scaled_mlp.py"
     assert created["path"] == str(path) and created["checked_on"] == "cpu"
@@ -69,7 +70,8 @@ def test_the_cli_writes_a_problem_that_imports_the_users_module_and_runs_each_sh
         "batch=8,seq=16": {"args": [[8, 16, 32], [8, 16]], "out": [8, 16, 32], "finite": True},
     }
     assert report["after_change"] == (
-        f"RuntimeError: {layers} changed since this problem was made; make it again with stark-mcp problem new"
+        f"RuntimeError: {layers} changed since this problem was made; make it again with "
+        "stark-mcp problem new"
     )
 
 
@@ -80,7 +82,8 @@ async def test_targets_that_cannot_be_used_are_refused_with_what_is_wrong(user_p
 
     cases = [
         ("nolib.layers:ScaledMLP", TargetError,
-         f"cannot import nolib.layers: No module named 'nolib'; looked in {user_project / 'src'}, {user_project}"),
+         (f"cannot import nolib.layers: No module named 'nolib'; looked in {user_project / 'src'}, "
+          f"{user_project}")),
         ("mylib.broken:Thing", TargetError,
          "importing mylib.broken failed: ValueError: mylib.broken needs a config file that is missing"),
         ("mylib.layers:ScaledMPL", TargetError,
@@ -98,15 +101,18 @@ async def test_targets_that_cannot_be_used_are_refused_with_what_is_wrong(user_p
 
 def test_bad_requests_are_refused_before_anything_runs(tmp_path: Path) -> None:
     cases = [
-        (dict(target="mylib.layers:ScaledMLP"), "no inputs"),
-        (dict(inputs=["x:float32[4]"]), "no target"),
-        (dict(target="m:F", inputs=["x:float32[4]"], captures=["a.pt"]), "either captures or input specs"),
-        (dict(target="m:F", inputs=["x:float32[n]"]), "no shapes were given"),
-        (dict(target="m:F", inputs=["x:float32[4]"], init_args=[object()]), "object is not a plain value"),
-        (dict(target="m:F", inputs=["x:float32[4]"], module_dtype="int8"), "module dtype 'int8'"),
-        (dict(target="m:F", inputs=["x:float32[4]"], name="../up"), "problem name '../up'"),
-        (dict(target="m:F", inputs=["x:float32[4]"], captured_values=True), "applies to capture files only"),
-        (dict(target="m:F", inputs="x"), "inputs: Input should be a valid list"),
+        ({"target": "mylib.layers:ScaledMLP"}, "no inputs"),
+        ({"inputs": ["x:float32[4]"]}, "no target"),
+        ({"target": "m:F", "inputs": ["x:float32[4]"], "captures": ["a.pt"]},
+         "either captures or input specs"),
+        ({"target": "m:F", "inputs": ["x:float32[n]"]}, "no shapes were given"),
+        ({"target": "m:F", "inputs": ["x:float32[4]"], "init_args": [object()]},
+         "object is not a plain value"),
+        ({"target": "m:F", "inputs": ["x:float32[4]"], "module_dtype": "int8"}, "module dtype 'int8'"),
+        ({"target": "m:F", "inputs": ["x:float32[4]"], "name": "../up"}, "problem name '../up'"),
+        ({"target": "m:F", "inputs": ["x:float32[4]"], "captured_values": True},
+         "applies to capture files only"),
+        ({"target": "m:F", "inputs": "x"}, "inputs: Input should be a valid list"),
     ]
     for fields, needle in cases:
         with pytest.raises(SpecError) as caught:

@@ -13,10 +13,12 @@ from stark_mcp.usercode.target import parse_target
 def test_compact_inputs_read_as_specs_and_render_as_torch() -> None:
     cases = {
         "x:float32[batch,seq,512]": ("x: float32[batch, seq, 512]", "torch.randn((batch, seq, 512))"),
-        "w:float16[64]~normal(1,0.5)": ("w: float16[64]", "torch.randn((64,), dtype=torch.float16) * 0.5 + 1"),
+        "w:float16[64]~normal(1,0.5)": ("w: float16[64]",
+                                        "torch.randn((64,), dtype=torch.float16) * 0.5 + 1"),
         "u:bfloat16[4,4]~uniform(-1,1)": ("u: bfloat16[4, 4]",
                                           "torch.empty((4, 4), dtype=torch.bfloat16).uniform_(-1, 1)"),
-        "ids:int64[batch,seq]~randint(0,32000)": ("ids: int64[batch, seq]", "torch.randint(0, 32000, (batch, seq))"),
+        "ids:int64[batch,seq]~randint(0,32000)": ("ids: int64[batch, seq]",
+                                                  "torch.randint(0, 32000, (batch, seq))"),
         "ids:int32[8]~randint(100)": ("ids: int32[8]", "torch.randint(0, 100, (8,), dtype=torch.int32)"),
         "mask:bool[batch]": ("mask: bool[batch]", "torch.rand((batch,)) < 0.5"),
         "mask:bool[batch]~bernoulli(0.9)": ("mask: bool[batch]", "torch.rand((batch,)) < 0.9"),
@@ -29,7 +31,8 @@ def test_compact_inputs_read_as_specs_and_render_as_torch() -> None:
         assert spec.describe() == described, text
         assert tensor_expression(spec) == expression, text
     assert input_spec("x:float32[batch,4]").describe({"batch": 8}) == "x: float32[8, 4]"
-    as_dict = input_spec({"name": "x", "shape": ["n", 3], "dtype": "float64", "dist": "uniform", "low": 2, "high": 3})
+    as_dict = input_spec({"name": "x", "shape": ["n", 3], "dtype": "float64", "dist": "uniform",
+                          "low": 2, "high": 3})
     assert tensor_expression(as_dict) == "torch.empty((n, 3), dtype=torch.float64).uniform_(2, 3)"
 
 
