@@ -21,7 +21,7 @@ from stark_mcp.problems import Problem, problem_from_source
 from stark_mcp.usercode.errors import SpecError
 from stark_mcp.usercode.introspect import inspect_target, search_paths
 from stark_mcp.usercode.plan import plan_problem
-from stark_mcp.usercode.render import render_problem
+from stark_mcp.usercode.render import MADE_BY, render_problem
 from stark_mcp.usercode.request import ProblemRequest
 
 Progress = Callable[[float, float | None, str], Awaitable[None]]
@@ -134,16 +134,25 @@ def _under(root: Path, path: str) -> Path:
 
 
 def _refuse_overwrite(out: Path, source: str, overwrite: bool) -> None:
+    """Never clobber: an existing file is replaced only when asked and only if this command wrote it."""
+    if out.suffix != ".py":
+        raise SpecError(f"{out}: a problem file's name ends in .py")
     if out.is_dir():
         raise SpecError(f"{out} is a folder; give a file path for the problem")
-    if out.exists() and not overwrite:
-        try:
-            same = out.read_text(encoding="utf-8") == source
-        except (OSError, UnicodeDecodeError):
-            same = False
-        if not same:
-            raise SpecError(f"{out} already exists and differs; pass overwrite (--force) to replace it, "
-                            "or choose another name or out path")
+    if not out.exists():
+        return
+    try:
+        existing = out.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        existing = None
+    if existing == source:
+        return
+    if existing is None or MADE_BY not in existing:
+        raise SpecError(f"{out} already exists and is not a problem file made by stark-mcp; "
+                        "choose another name or out path")
+    if not overwrite:
+        raise SpecError(f"{out} already exists and differs; pass overwrite (--force) to replace it, "
+                        "or choose another name or out path")
 
 
 async def _quiet(done: float, total: float | None, message: str) -> None:

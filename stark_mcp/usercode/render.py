@@ -14,6 +14,8 @@ from stark_mcp.usercode.plan import ForwardArg, ProblemPlan
 from stark_mcp.usercode.specs import InputSpec
 
 MAX_SOURCE_LINES = 200
+# In every problem file's first line; an existing file is replaced only if it carries this.
+MADE_BY = "made by `stark-mcp problem new`"
 
 
 def render_problem(plan: ProblemPlan) -> str:
@@ -38,7 +40,7 @@ def _docstring(plan: ProblemPlan) -> str:
         if plan.kind == "module" else ""
     )
     return (
-        f'"""{plan.name}: {plan.target.spec} as a stark-mcp problem (made by `stark-mcp problem new`).\n\n'
+        f'"""{plan.name}: {plan.target.spec} as a stark-mcp problem ({MADE_BY}).\n\n'
         f"{what}.{sets}{drop_in}\n" + '"""'
     )
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from stark_mcp.orchestrator.own_module import create_problem, problem_request
+from stark_mcp.orchestrator.own_module import MADE_BY, _refuse_overwrite, create_problem, problem_request
 from stark_mcp.problems import load_problem
 from stark_mcp.usercode import SpecError, TargetError
 
@@ -94,8 +94,6 @@ async def test_targets_that_cannot_be_used_are_refused_with_what_is_wrong(user_p
         with pytest.raises(kind) as caught:
             await create_problem(request(target), None)
         assert needle in str(caught.value), target
-    with pytest.raises(SpecError, match="ScaledMLP needs constructor argument\\(s\\) d_model, hidden"):
-        await create_problem(request("mylib.layers:ScaledMLP"), None)
     assert not (user_project / "stark-problems").exists()  # nothing written by a refusal
 
 
@@ -118,3 +116,18 @@ def test_bad_requests_are_refused_before_anything_runs(tmp_path: Path) -> None:
         with pytest.raises(SpecError) as caught:
             problem_request(**fields)
         assert needle in str(caught.value), fields
+
+
+def test_an_existing_file_is_replaced_only_when_asked_and_only_if_stark_wrote_it(tmp_path: Path) -> None:
+    mine = tmp_path / "p.py"
+    mine.write_text(f'"""p: x as a stark-mcp problem ({MADE_BY})."""\n')
+    _refuse_overwrite(mine, mine.read_text(), overwrite=False)  # the same text: nothing to do
+    with pytest.raises(SpecError, match="already exists and differs; pass overwrite"):
+        _refuse_overwrite(mine, "new text", overwrite=False)
+    _refuse_overwrite(mine, "new text", overwrite=True)
+    theirs = tmp_path / "train.py"
+    theirs.write_text("print('the user's own script')\n")
+    with pytest.raises(SpecError, match="is not a problem file made by stark-mcp"):
+        _refuse_overwrite(theirs, "new text", overwrite=True)
+    with pytest.raises(SpecError, match="a problem file's name ends in .py"):
+        _refuse_overwrite(tmp_path / "notes.txt", "new text", overwrite=True)

@@ -13,7 +13,7 @@ from stark_mcp.orchestrator.own_module import problem_request
 from stark_mcp.problems import problem_from_source
 from stark_mcp.records import Action, Evaluation, Node, ShapeResult, Status, TimingStats
 from stark_mcp.usercode import SpecError, SwapError
-from stark_mcp.usercode.introspect import Param, TargetInfo
+from stark_mcp.usercode.introspect import CapturedValue, CaptureInfo, Param, TargetInfo
 from stark_mcp.usercode.plan import default_name, plan_problem
 from stark_mcp.usercode.render import render_problem
 from stark_mcp.usercode.target import parse_target
@@ -67,6 +67,8 @@ def test_a_module_target_keeps_its_constructor_and_passes_keywords_only_where_ne
 
 
 def test_forward_and_constructor_mismatches_name_the_parameters() -> None:
+    with pytest.raises(SpecError, match="ScaledMLP needs constructor argument\\(s\\) d_model, hidden"):
+        render(info(), inputs=["x:float32[4]"])
     with pytest.raises(SpecError, match="ScaledMLP takes at most 3 positional constructor argument"):
         render(info(), init_args=[1, 2, 3, 4], inputs=["x:float32[4]"])
     with pytest.raises(SpecError, match="given both by position and by keyword"):
@@ -132,6 +134,33 @@ def test_the_drop_in_claims_what_was_evaluated_and_refuses_failing_nodes() -> No
     text = dropin_source(function, node())
     assert "def from_module" not in text
     assert "# Use it:  where the code calls gelu(...), call ModelNew()(...) with the same arguments." in text
+
+
+def capture(path: str, target: str = "mylib.layers:ScaledMLP", init: list | None = None,
+            dtype: str = "float32") -> CaptureInfo:
+    x = CapturedValue(tensor=True, shape=[2, 32], dtype=dtype, fresh=True)
+    return CaptureInfo(path=path, sha256="cd" * 32, target=target, kind="module", args=[x], kwargs={},
+                       init_args=init, init_kwargs={} if init is not None else None,
+                       init_note="" if init else "the constructor arguments of ScaledMLP are unknown")
+
+
+def test_captures_must_agree_and_know_their_constructor_arguments() -> None:
+    def plan_of(*captures: CaptureInfo, **fields: object) -> object:
+        request = problem_request(captures=[c.path for c in captures], **fields)
+        return plan_problem(request, info().model_copy(update={"captures": list(captures)}))
+
+    plan = plan_of(capture("/c/a.pt", init=[32, 64]), capture("/c/b.pt", init=[32, 64]))
+    assert plan.shapes == [{"capture": "a"}, {"capture": "b"}] and plan.init_values == [32, 64]
+    with pytest.raises(SpecError, match="/c/b.pt captured mylib.ops:gelu, not mylib.layers:ScaledMLP"):
+        plan_of(capture("/c/a.pt", init=[1, 2]), capture("/c/b.pt", "mylib.ops:gelu", init=[1, 2]))
+    with pytest.raises(SpecError, match="built with different constructor arguments"):
+        plan_of(capture("/c/a.pt", init=[1, 2]), capture("/c/b.pt", init=[1, 3]))
+    with pytest.raises(SpecError, match="call the forward with different arguments"):
+        plan_of(capture("/c/a.pt", init=[1, 2]), capture("/c/b.pt", init=[1, 2], dtype="float16"))
+    with pytest.raises(SpecError, match="/c/a.pt: the constructor arguments of ScaledMLP are unknown"):
+        plan_of(capture("/c/a.pt"))
+    given = plan_of(capture("/c/a.pt"), init_args=[32, 64])  # given ones stand in for the capture's
+    assert given.init_values == [32, 64] and given.module_dtype == "float32"
 
 
 class Holder(nn.Module):
