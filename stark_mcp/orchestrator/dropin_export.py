@@ -117,6 +117,17 @@ if __name__ == "__main__":
 '''
 
 
+def is_dropin(problem: Problem) -> bool:
+    """Made by ``problem new`` (a target and literal constructor arguments); any other problem is
+    exported as a standalone script."""
+    if problem.target is None:
+        return False
+    try:
+        return literal_constant(problem.source, "INIT_INPUTS", problem.name) is not None
+    except (ProblemError, SyntaxError):
+        return False
+
+
 def dropin_source(problem: Problem, node: Node) -> str:
     """The drop-in module for ``node`` of a run of ``problem`` (which must declare STARK_TARGET)."""
     evaluation = node.evaluation

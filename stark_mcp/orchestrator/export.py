@@ -8,7 +8,7 @@ so the file stands alone.
 
 from __future__ import annotations
 
-from stark_mcp.orchestrator.dropin_export import dropin_source
+from stark_mcp.orchestrator.dropin_export import dropin_source, is_dropin
 from stark_mcp.problems import Problem
 from stark_mcp.records import Node
 
@@ -63,8 +63,8 @@ if __name__ == "__main__":
 
 def export_source(problem: Problem, node: Node) -> str:
     """The node's source with a ``__main__`` self-check against ``problem`` appended; for a problem
-    made from the user's own code (``STARK_TARGET``), a drop-in module instead (``dropin_export``)."""
-    if problem.target is not None:
+    made from the user's own code by ``problem new``, a drop-in module instead (``dropin_export``)."""
+    if is_dropin(problem):
         return dropin_source(problem, node)
     evaluation = node.evaluation
     if evaluation is not None and evaluation.runtime is not None:

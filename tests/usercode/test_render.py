@@ -9,6 +9,7 @@ from torch import nn
 import stark_mcp
 from stark_mcp.orchestrator.dropin_export import dropin_source
 from stark_mcp.orchestrator.errors import RunError
+from stark_mcp.orchestrator.export import export_source
 from stark_mcp.orchestrator.own_module import problem_request
 from stark_mcp.problems import problem_from_source
 from stark_mcp.records import Action, Evaluation, Node, ShapeResult, Status, TimingStats
@@ -129,6 +130,10 @@ def test_the_drop_in_claims_what_was_evaluated_and_refuses_failing_nodes() -> No
     assert "'speedups_per_set': {'n=4': {'eager': 1.0}, 'n=16': {'eager': 4.0}}" in both
     with pytest.raises(RunError, match="node n4 did not pass \\(wrong_output\\)"):
         dropin_source(problem, node(Status.WRONG_OUTPUT))
+    # A hand-written problem naming a target but no INIT_INPUTS is exported as a plain script.
+    hand_written = problem_from_source(problem.source.replace("INIT_INPUTS = [32, 64]", "ARGS = [32, 64]")
+                                       .replace("copy.deepcopy(INIT_INPUTS)", "list(ARGS)"))
+    assert hand_written.target and export_source(hand_written, node()).count("def from_module") == 0
     function = problem_from_source(render(info("mylib.ops:gelu", kind="function", init=[]),
                                           inputs=["x:float32[4]"]))
     text = dropin_source(function, node())
