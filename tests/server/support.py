@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import json
 from pathlib import Path
 from typing import Any
@@ -45,10 +47,10 @@ def anchored_plan(base: str, body_line: str = "return torch.relu(x) * self.scale
     return f"## Advice\nReplace relu and the multiply with one clamp_min.\n\n## Scaffold\n```python\n{scaffold}\n```\n"
 
 
-def sleeper(pid_file: Path) -> str:
-    """A candidate whose forward records its process id and then hangs."""
-    return f'''import os
-import time
+def sleeper(marker: str) -> str:
+    """A candidate whose forward renames its process to ``marker`` (visible from outside the sandbox,
+    which lets it write nothing we can read) and then hangs."""
+    return f'''import time
 
 import torch
 from torch import nn
@@ -60,11 +62,24 @@ class ModelNew(nn.Module):
         self.scale = scale
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        with open({str(pid_file)!r}, "w") as handle:
-            handle.write(str(os.getpid()))
+        with open("/proc/self/comm", "w") as handle:
+            handle.write({marker[:15]!r})
         time.sleep(300)
         return x
 '''
+
+
+def processes_named(marker: str) -> list[int]:
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/comm") as handle:
+                    if handle.read().strip() == marker[:15]:
+                        found.append(int(entry))
+            except OSError:
+                continue
+    return found
 
 
 def ok(result: CallToolResult) -> dict[str, Any]:
