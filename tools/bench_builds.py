@@ -239,8 +239,8 @@ def bench(args: argparse.Namespace) -> dict[str, Any]:
 
 def table(results: dict[str, Any]) -> str:
     lines = [f"TORCH_CUDA_ARCH_LIST={results['arch_list']}", "",
-             "| candidate | plain cold s | ours cold s | ratio | target | result | cache hit s | first build s "
-             "(makes PCH) | outputs equal | ours: steps |",
+             ("| candidate | plain cold s | ours cold s | ratio | target | result | cache hit s | first build s "
+              "(makes PCH) | outputs equal | ours: steps |"),
              "|---|---|---|---|---|---|---|---|---|---|"]
     for label, rows in results["candidates"].items():
         plain, ours, hit = rows["plain"], rows["ours"], rows["hit"]

@@ -9,7 +9,7 @@ import subprocess
 import pytest
 
 from stark_mcp.evaluator.buildkit import ExtensionRequest, Toolchain, normalize_source, request_key
-from stark_mcp.evaluator.buildkit.light import rewrite
+from stark_mcp.evaluator.buildkit.light import Profile, blocking_names, rewrite
 from stark_mcp.evaluator.buildkit.nvccplan import PlanUnavailable, parse_dry_run
 from stark_mcp.evaluator.buildkit.pch import first_include
 
@@ -183,3 +183,13 @@ def test_nvcc_dry_run_splits_into_host_and_device_chains() -> None:
 def test_unexpected_nvcc_steps_give_no_plan(broken: str) -> None:
     with pytest.raises(PlanUnavailable):
         parse_dry_run(broken)
+
+
+def test_light_swap_is_blocked_only_where_a_dropped_name_could_be_looked_up() -> None:
+    profile = Profile(macros=frozenset({"TORCH_VERSION_MAJOR"}), names=frozenset({"rows", "Linear", "stack"}))
+    plain_use = "int rows = x.size(0);\nfloat acc = rows * 2;\n"
+    assert blocking_names(plain_use, profile) == []
+    assert blocking_names("auto m = torch::nn::Linear(4, 4);\n", profile) == ["Linear"]
+    assert blocking_names("auto y = stack(xs);\n", profile) == ["stack"]              # overloads, ADL
+    assert blocking_names("#if TORCH_VERSION_MAJOR > 2\n#endif\n", profile) == ["TORCH_VERSION_MAJOR"]
+    assert blocking_names("#ifdef rows\n#endif\n", profile) == ["rows"]

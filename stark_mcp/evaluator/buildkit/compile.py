@@ -47,6 +47,7 @@ class StepRecord:
     seconds: float
     ok: bool
     note: str = ""
+    cpu_seconds: float = 0.0  # compilers' user + system time: the measure to compare on a loaded machine
 
 
 @dataclass
@@ -77,21 +78,38 @@ class _Runner:
         self.cwd = cwd
         self._slots = threading.BoundedSemaphore(jobs) if jobs else None
         self.steps: list[StepRecord] = []
+        self.cpu: dict[int, float] = {}
         self._lock = threading.Lock()
 
     def run(self, command: str, env: dict[str, str] | None = None) -> tuple[int, str, float]:
+        """Exit code, output and wall seconds; the CPU seconds are added to ``self.cpu[thread]``."""
         if self._slots:
             self._slots.acquire()
         start = time.monotonic()
         try:
-            done = subprocess.run(command, check=False, shell=True, executable="/bin/bash", cwd=self.cwd, env=env,
-                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace")
+            proc = subprocess.Popen(command, shell=True, executable="/bin/bash", cwd=self.cwd, env=env,
+                                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+            assert proc.stdout is not None
+            output = proc.stdout.read().decode(errors="replace")
+            proc.stdout.close()
+            # wait4 reports the CPU time of the command and every process it waited for (compilers).
+            _, status, usage = os.wait4(proc.pid, 0)
+            proc.returncode = os.waitstatus_to_exitcode(status)
         finally:
             if self._slots:
                 self._slots.release()
-        return done.returncode, done.stdout, time.monotonic() - start
+        with self._lock:
+            key = threading.get_ident()
+            self.cpu[key] = self.cpu.get(key, 0.0) + usage.ru_utime + usage.ru_stime
+        return proc.returncode, output, time.monotonic() - start
 
-    def record(self, step: StepRecord) -> None:
+    def take_cpu(self) -> float:
+        """CPU seconds of the commands this thread ran since the last call."""
+        with self._lock:
+            return self.cpu.pop(threading.get_ident(), 0.0)
+
+    def record(self, step: StepRecord, extra_cpu: float = 0.0) -> None:
+        step.cpu_seconds = self.take_cpu() + extra_cpu
         with self._lock:
             self.steps.append(step)
 
@@ -326,16 +344,14 @@ def _light_blocked(original: str, swapped: list[str], substitutes: dict[str, str
     if not pch_dir:
         return "no profile directory"
     pre = _preprocess_argv(argv, source)
-    names = light.identifiers(original)
     for full in swapped:
         blob = json.dumps([pre, full, substitutes[full], toolchain.fingerprint()])
         key = hashlib.sha256(blob.encode()).hexdigest()[:24]
         try:
-            only_full = light.load_or_make_profile(os.path.join(pch_dir, "light"), key, pre, full,
-                                                   substitutes[full])
+            profile = light.load_or_make_profile(os.path.join(pch_dir, "light"), key, pre, full, substitutes[full])
         except (RuntimeError, OSError, subprocess.TimeoutExpired) as exc:
             return f"no profile: {exc}"[:300]
-        clash = sorted(names & only_full)
+        clash = light.blocking_names(original, profile)
         if clash:
             return "names only the full header declares: " + ", ".join(clash[:8])
     return ""
@@ -366,14 +382,14 @@ def _run_plan(plan: nvccplan.NvccPlan, runner: _Runner, target: str, variant: st
     env = dict(os.environ)
     env.update(plan.env)
 
-    def chain(commands: list[str]) -> tuple[int, str, str, float]:
+    def chain(commands: list[str]) -> tuple[int, str, str, float, float]:
         total = 0.0
         for cmd in commands:
             code, out, secs = runner.run(cmd, env)
             total += secs
             if code != 0:
-                return code, out, cmd, total
-        return 0, "", "", total
+                return code, out, cmd, total, runner.take_cpu()
+        return 0, "", "", total, runner.take_cpu()
 
     start = time.monotonic()
     with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
@@ -382,11 +398,12 @@ def _run_plan(plan: nvccplan.NvccPlan, runner: _Runner, target: str, variant: st
     failed = host if host[0] != 0 else device if device[0] != 0 else None
     if failed is None:
         code, out, secs = runner.run(plan.final, env)
-        failed = (code, out, plan.final, secs) if code != 0 else None
-    runner.record(StepRecord(target, variant, time.monotonic() - start, failed is None,
-                             f"host chain {host[3]:.1f} s, device chain {device[3]:.1f} s"))
+        failed = (code, out, plan.final, secs, 0.0) if code != 0 else None
+    note = (f"host chain {host[3]:.1f} s ({host[4]:.1f} s CPU), device chain {device[3]:.1f} s "
+            f"({device[4]:.1f} s CPU), then the host compile")
+    runner.record(StepRecord(target, variant, time.monotonic() - start, failed is None, note), host[4] + device[4])
     if failed is None:
         return True, "", False
-    code, out, cmd, _ = failed
+    code, out, cmd = failed[:3]
     genuine = code in (1, 2) and "error" in out.lower()
     return False, _failure(target, cmd, out), genuine

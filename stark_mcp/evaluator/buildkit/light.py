@@ -21,6 +21,7 @@ import re
 import shlex
 import subprocess
 import tempfile
+from dataclasses import dataclass
 
 LIGHT_SUBSTITUTES: dict[str, str] = {"torch/extension.h": "torch/types.h"}
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -45,44 +46,74 @@ def identifiers(text: str) -> set[str]:
     return set(_IDENT.findall(text))
 
 
+@dataclass(frozen=True)
+class Profile:
+    """What only the full header brings: macro names, and every other identifier in its text."""
+
+    macros: frozenset[str]
+    names: frozenset[str]
+
+
+def blocking_names(source: str, profile: Profile) -> list[str]:
+    """Names of ``source`` through which the dropped headers could change its meaning.
+
+    A macro only the full header defines counts wherever it appears. Any other identifier only the
+    full header mentions counts where the source could look it up in torch: in a call or template
+    argument list position (``name(``, ``name<``: overloads, found also through argument-dependent
+    lookup), in a qualified name (``ns::name``, ``name::``), or on a preprocessor line. A use as a
+    plain variable (``rows * cols``) resolves to the source's own declaration, which hides any
+    namespace-scope one; without such a declaration the light build fails and the original is built.
+    """
+    names = identifiers(source)
+    hits = set(names & profile.macros)
+    directives = "\n".join(line for line in source.splitlines() if line.lstrip().startswith("#"))
+    for name in names & profile.names:
+        pattern = rf"(::\s*{name}\b|\b{name}\s*(\(|<|::))"
+        if re.search(pattern, source) or re.search(rf"\b{name}\b", directives):
+            hits.add(name)
+    return sorted(hits)
+
+
 def profile_path(profile_dir: str, key: str) -> str:
-    return os.path.join(profile_dir, f"light-{key}.json")
+    return os.path.join(profile_dir, f"light2-{key}.json")
 
 
 def load_or_make_profile(profile_dir: str, key: str, preprocess_argv: list[str], full: str, light: str,
-                         timeout: float = 600.0) -> set[str]:
-    """Identifiers and macros that only the full header brings, for one compiler command line.
+                         timeout: float = 600.0) -> Profile:
+    """The ``Profile`` of ``full`` against ``light`` for one compiler command line, made once.
 
     ``preprocess_argv`` is the source's compile command minus its input and output; the two
-    headers are preprocessed with it (host pass) and their identifier sets compared. Macro names
-    come from ``-dM`` so that a macro defined only by the full set and tested by ``#ifdef`` counts.
+    headers are preprocessed with it (host pass, ``-E`` and ``-dM``) and their sets compared.
     """
     os.makedirs(profile_dir, exist_ok=True)
     path = profile_path(profile_dir, key)
-    if os.path.exists(path):
-        with open(path) as fh:
-            return set(json.load(fh)["only_full"])
-    with tempfile.TemporaryDirectory(dir=profile_dir) as tmp:
-        full_ids = _preprocessed_identifiers(preprocess_argv, full, tmp, timeout)
-        light_ids = _preprocessed_identifiers(preprocess_argv, light, tmp, timeout)
-    only_full = sorted(full_ids - light_ids)
-    fd, tmp_path = tempfile.mkstemp(dir=profile_dir, suffix=".json")
-    with os.fdopen(fd, "w") as fh:
-        json.dump({"full": full, "light": light, "only_full": only_full}, fh)
-    os.replace(tmp_path, path)
-    return set(only_full)
+    if not os.path.exists(path):
+        with tempfile.TemporaryDirectory(dir=profile_dir) as tmp:
+            full_macros, full_names = _preprocessed(preprocess_argv, full, tmp, timeout)
+            light_macros, light_names = _preprocessed(preprocess_argv, light, tmp, timeout)
+        data = {"full": full, "light": light, "macros": sorted(full_macros - light_macros),
+                "names": sorted(full_names - light_names)}
+        fd, tmp_path = tempfile.mkstemp(dir=profile_dir, suffix=".json")
+        with os.fdopen(fd, "w") as fh:
+            json.dump(data, fh)
+        os.replace(tmp_path, path)
+    with open(path) as fh:
+        data = json.load(fh)
+    return Profile(macros=frozenset(data["macros"]), names=frozenset(data["names"]))
 
 
-def _preprocessed_identifiers(argv: list[str], header: str, tmp: str, timeout: float) -> set[str]:
+def _preprocessed(argv: list[str], header: str, tmp: str, timeout: float) -> tuple[set[str], set[str]]:
     src = os.path.join(tmp, f"probe_{re.sub(r'[^A-Za-z0-9]', '_', header)}.cu")
     with open(src, "w") as fh:
         fh.write(f"#include <{header}>\n")
-    ids: set[str] = set()
+    texts = []
     for extra in (["-E"], ["-E", "-Xcompiler", "-dM"]):
         cmd = [*argv, *extra, src, "-o", src + ".i"]
         done = subprocess.run(cmd, check=False, capture_output=True, text=True, timeout=timeout, cwd=tmp)
         if done.returncode != 0:
             raise RuntimeError(f"preprocessing {header} failed: {shlex.join(cmd)[:300]}\n{done.stderr[-1000:]}")
         with open(src + ".i", errors="replace") as fh:
-            ids |= identifiers("\n".join(line for line in fh if not line.startswith("#") or "define" in line))
-    return ids
+            texts.append(fh.read())
+    code = "\n".join(line for line in texts[0].splitlines() if not line.startswith("#"))
+    macros = set(re.findall(r"^#define ([A-Za-z_][A-Za-z0-9_]*)", texts[1], re.MULTILINE))
+    return macros, identifiers(code) | identifiers(texts[1])
