@@ -193,3 +193,11 @@ def test_light_swap_is_blocked_only_where_a_dropped_name_could_be_looked_up() ->
     assert blocking_names("auto y = stack(xs);\n", profile) == ["stack"]              # overloads, ADL
     assert blocking_names("#if TORCH_VERSION_MAJOR > 2\n#endif\n", profile) == ["TORCH_VERSION_MAJOR"]
     assert blocking_names("#ifdef rows\n#endif\n", profile) == ["rows"]
+
+
+def test_paths_named_by_flags_are_found_even_through_nvcc_forwarding() -> None:
+    request = ExtensionRequest(name="p", extra_cflags=("-I/opt/inc", "-fplugin=/tmp/p.so"),
+                               extra_cuda_cflags=("-Xcompiler=-include,/tmp/forced.h", "-isystem /opt/sys"),
+                               extra_ldflags=("-L/opt/lib", "-Wl,-rpath,/opt/rt"), extra_include_paths=("/opt/x",))
+    found = set(request.referenced_paths())
+    assert {"/opt/inc", "/tmp/p.so", "/tmp/forced.h", "/opt/sys", "/opt/lib", "/opt/rt", "/opt/x"} <= found

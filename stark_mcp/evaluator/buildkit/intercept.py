@@ -132,7 +132,7 @@ class LocalResolver:
         key = request_key(request, Toolchain.detect())
         target = os.path.join(self.cache_dir, key)
         report = _read_report(target)
-        if report is not None and report.ok and report.library:
+        if report is not None and report.ok and report.library and os.path.exists(os.path.join(target, report.library)):
             self.hits += 1
             self.last_report = report
             return target

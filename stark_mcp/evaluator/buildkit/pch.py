@@ -22,7 +22,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 
-from .request import _PATH_FLAGS
+from .request import PATH_FLAGS
 
 PCH_HEADERS: tuple[str, ...] = ("torch/extension.h",)
 _FIRST_INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*<([^>]+)>')
@@ -72,7 +72,7 @@ def user_flags_allow_pch(extra_cflags: tuple[str, ...] | list[str], extra_includ
             words += shlex.split(flag)
         except ValueError:
             return False
-    return not any(w.startswith("@") or any(w.startswith(f) for f in _PATH_FLAGS) for w in words)
+    return not any(w.startswith("@") or any(w.startswith(f) for f in PATH_FLAGS) for w in words)
 
 
 def pch_key(compiler_words: list[str], flags: list[str], header_path: str, compiler_version: str) -> str:

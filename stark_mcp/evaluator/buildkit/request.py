@@ -22,9 +22,10 @@ KEY_VERSION = "buildkit-1"
 
 # Flags that name files or directories whose content the compile reads. ``-I dir`` and ``-Idir``
 # both occur; the value is the next argument when the flag stands alone.
-_PATH_FLAGS = ("-I", "-isystem", "-iquote", "-idirafter", "-include", "-imacros", "-L", "--include-path",
-               "--library-path", "--sysroot", "-isysroot", "-specs", "--pre-include", "-ccbin",
-               "--compiler-bindir", "-Xlinker", "-Wl,")
+# Plugins, wrappers and tool directories (-fplugin, -wrapper, -B) name files the compiler runs.
+PATH_FLAGS = ("-I", "-isystem", "-iquote", "-idirafter", "-iprefix", "-iwithprefix", "-include", "-imacros", "-L",
+               "--include-path", "--library-path", "--sysroot", "-isysroot", "-specs", "--pre-include", "-ccbin",
+               "--compiler-bindir", "-Xlinker", "-Wl,", "-fplugin", "-wrapper", "-B")
 _FINGERPRINT_LIMIT = 20_000  # files under the directories one request names; more and it is not cached
 
 
@@ -139,11 +140,16 @@ def _paths_in_flags(flags: tuple[str, ...]) -> list[str]:
             words += shlex.split(flag)
         except ValueError:
             words.append(flag)
+    # nvcc forwards -Xcompiler=a,b / --compiler-options=a,b to the host compiler: read those too.
+    for word in list(words):
+        for prefix in ("-Xcompiler=", "--compiler-options=", "-Xlinker=", "--linker-options="):
+            if word.startswith(prefix):
+                words += word[len(prefix):].split(",")
     paths = []
     for i, word in enumerate(words):
         if word.startswith("@"):
             paths.append(word[1:])
-        for prefix in _PATH_FLAGS:
+        for prefix in PATH_FLAGS:
             if word == prefix and i + 1 < len(words):
                 paths.append(words[i + 1])
             elif word.startswith(prefix) and len(word) > len(prefix):
