@@ -153,6 +153,7 @@ if mode != "plain":
     from torch.utils.cpp_extension import load_inline
 kwargs = dict(job["spec"])
 if mode == "plain":
+    os.makedirs(job["build_dir"], exist_ok=True)  # load_inline writes its sources before it makes the directory
     kwargs["build_directory"] = job["build_dir"]
 t1 = time.perf_counter()
 m = load_inline(**kwargs)
