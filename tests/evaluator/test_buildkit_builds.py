@@ -172,3 +172,29 @@ def test_compile_main_rejects_an_unusable_request(tmp_path) -> None:
     done = subprocess.run([sys.executable, str(main), str(bad), str(tmp_path / "out")], capture_output=True,
                           text=True, check=False)
     assert done.returncode == 2 and "unusable request" in done.stderr, shlex.join(done.args)
+
+
+@pytest.mark.skipif(shutil.which("c++") is None, reason="no C++ compiler")
+def test_shared_pch_is_made_once_used_by_gcc_and_ignored_when_flags_differ(tmp_path) -> None:
+    from stark_mcp.evaluator.buildkit import pch
+
+    inc = tmp_path / "inc" / "bk"
+    inc.mkdir(parents=True)
+    (inc / "big.h").write_text("#pragma once\n#include <map>\n#include <string>\n"
+                               "inline int bk_scale() { return BK_SCALE; }\n")
+    (tmp_path / "main.cpp").write_text("#include <bk/big.h>\nint main() { return bk_scale() - 3; }\n")
+    flags = ["-isystem", str(tmp_path / "inc"), "-DBK_SCALE=3", "-DTORCH_EXTENSION_NAME=any_name", "-std=c++17"]
+    made = pch.ensure_pch(str(tmp_path / "pch"), ["c++"], flags, "bk/big.h", [str(tmp_path / "inc")], "test")
+    assert made.built_seconds is not None and made.path and os.path.getsize(made.path) > 0
+    again = pch.ensure_pch(str(tmp_path / "pch"), ["c++"], flags[:3] + ["-DTORCH_EXTENSION_NAME=other"] + flags[4:],
+                           "bk/big.h", [str(tmp_path / "inc")], "test")
+    assert again.path == made.path and again.built_seconds is None  # the extension's name is not in the key
+
+    def compile_with(extra: list[str]) -> str:
+        done = subprocess.run(["c++", *extra, *made.flags, "-H", "-c", "main.cpp", "-o", "main.o"], cwd=tmp_path,
+                              capture_output=True, text=True, check=True)
+        return done.stderr
+
+    assert "! " in compile_with(flags)  # gcc -H marks a used precompiled header with "!"
+    other = compile_with([f if f != "-DBK_SCALE=3" else "-DBK_SCALE=4" for f in flags])
+    assert "! " not in other and "not used because" in other  # a macro the header reads differs: real header

@@ -201,3 +201,16 @@ def test_paths_named_by_flags_are_found_even_through_nvcc_forwarding() -> None:
                                extra_ldflags=("-L/opt/lib", "-Wl,-rpath,/opt/rt"), extra_include_paths=("/opt/x",))
     found = set(request.referenced_paths())
     assert {"/opt/inc", "/tmp/p.so", "/tmp/forced.h", "/opt/sys", "/opt/lib", "/opt/rt", "/opt/x"} <= found
+
+
+def test_a_second_different_build_of_one_name_is_renamed_as_torch_does() -> None:
+    from stark_mcp.evaluator.buildkit import intercept
+
+    first = ExtensionRequest(name="stark_bk_versioned", cpp_sources=("int a;",))
+    second = dataclasses.replace(first, cpp_sources=("int b;",))
+    try:
+        assert intercept._versioned(first).name == "stark_bk_versioned"
+        assert intercept._versioned(second).name == "stark_bk_versioned_v1"
+        assert intercept._versioned(first).name == "stark_bk_versioned"
+    finally:
+        intercept._state["versions"].pop("stark_bk_versioned", None)

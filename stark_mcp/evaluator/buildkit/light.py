@@ -23,6 +23,8 @@ import subprocess
 import tempfile
 from dataclasses import dataclass
 
+from .pch import exclusive
+
 LIGHT_SUBSTITUTES: dict[str, str] = {"torch/extension.h": "torch/types.h"}
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
@@ -87,19 +89,25 @@ def load_or_make_profile(profile_dir: str, key: str, preprocess_argv: list[str],
     """
     os.makedirs(profile_dir, exist_ok=True)
     path = profile_path(profile_dir, key)
-    if not os.path.exists(path):
-        with tempfile.TemporaryDirectory(dir=profile_dir) as tmp:
-            full_macros, full_names = _preprocessed(preprocess_argv, full, tmp, timeout)
-            light_macros, light_names = _preprocessed(preprocess_argv, light, tmp, timeout)
-        data = {"full": full, "light": light, "macros": sorted(full_macros - light_macros),
-                "names": sorted(full_names - light_names)}
-        fd, tmp_path = tempfile.mkstemp(dir=profile_dir, suffix=".json")
-        with os.fdopen(fd, "w") as fh:
-            json.dump(data, fh)
-        os.replace(tmp_path, path)
+    with exclusive(path + ".lock"):
+        if not os.path.exists(path):
+            _make_profile(path, profile_dir, preprocess_argv, full, light, timeout)
     with open(path) as fh:
         data = json.load(fh)
     return Profile(macros=frozenset(data["macros"]), names=frozenset(data["names"]))
+
+
+def _make_profile(path: str, profile_dir: str, preprocess_argv: list[str], full: str, light: str,
+                  timeout: float) -> None:
+    with tempfile.TemporaryDirectory(dir=profile_dir) as tmp:
+        full_macros, full_names = _preprocessed(preprocess_argv, full, tmp, timeout)
+        light_macros, light_names = _preprocessed(preprocess_argv, light, tmp, timeout)
+    data = {"full": full, "light": light, "macros": sorted(full_macros - light_macros),
+            "names": sorted(full_names - light_names)}
+    fd, tmp_path = tempfile.mkstemp(dir=profile_dir, suffix=".json")
+    with os.fdopen(fd, "w") as fh:
+        json.dump(data, fh)
+    os.replace(tmp_path, path)
 
 
 def _preprocessed(argv: list[str], header: str, tmp: str, timeout: float) -> tuple[set[str], set[str]]:

@@ -13,6 +13,8 @@ file's identity, and never from a request that names its own include paths or fo
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import os
 import re
@@ -20,6 +22,7 @@ import shlex
 import subprocess
 import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from .request import PATH_FLAGS
@@ -121,6 +124,24 @@ def ensure_pch(pch_root: str, compiler_words: list[str], compile_flags: list[str
     if os.path.exists(gch):
         return PchResult(use, header=header, path=gch)
     os.makedirs(os.path.dirname(gch), exist_ok=True)
+    with exclusive(os.path.join(directory, ".lock")):  # concurrent first builds wait for one maker
+        if os.path.exists(gch):
+            return PchResult(use, header=header, path=gch)
+        return _make(use, compiler_words, flags, header, header_path, gch, directory, timeout)
+
+
+@contextlib.contextmanager
+def exclusive(lock_path: str) -> Iterator[None]:
+    with open(lock_path, "w") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def _make(use: list[str], compiler_words: list[str], flags: list[str], header: str, header_path: str, gch: str,
+          directory: str, timeout: float) -> PchResult:
     fd, tmp = tempfile.mkstemp(dir=os.path.dirname(gch), suffix=".gch.tmp")
     os.close(fd)
     start = time.monotonic()
@@ -129,7 +150,7 @@ def ensure_pch(pch_root: str, compiler_words: list[str], compile_flags: list[str
     if done.returncode != 0:
         os.unlink(tmp)
         return PchResult([], reason=f"making the PCH failed: {shlex.join(cmd)[:200]}: {done.stderr[-500:]}")
-    os.replace(tmp, gch)  # concurrent makers write the same bytes; the last rename wins
+    os.replace(tmp, gch)
     with open(os.path.join(directory, "command.txt"), "w") as fh:
         fh.write(shlex.join(cmd) + "\n")
     return PchResult(use, header=header, path=gch, built_seconds=time.monotonic() - start)
