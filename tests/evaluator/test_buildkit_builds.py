@@ -46,7 +46,7 @@ PyMODINIT_FUNC PyInit_stark_bk_total(void) { return PyModule_Create(&mod); }
 SCALE_CU = r"""
 #include <cuda_runtime.h>
 #include <stdint.h>
-__device__ float scale_factor = 2.0f;
+namespace { __device__ float scale_factor = 2.0f; }  // internal: its symbol carries the module id
 __global__ void scale_kernel(const float* x, float* y, int64_t n) {
     int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n) y[i] = scale_factor * x[i];
@@ -131,8 +131,10 @@ def test_cuda_parallel_steps_give_nvccs_object_byte_for_byte(tmp_path, cuda_env)
     (build_dir / "kd").mkdir()
     subprocess.run(plain, shell=True, cwd=build_dir, check=True, capture_output=True)
     module_id = re.compile(rb"_[0-9a-f]{8}_7_cuda_cu_[0-9a-f]{8}")
-    ours, theirs = (module_id.sub(b"ID", (build_dir / f).read_bytes()) for f in ("cuda.cuda.o", "plain.cuda.o"))
-    assert ours == theirs  # the same code; only the module id's spelling may differ
+    raw = [(build_dir / f).read_bytes() for f in ("cuda.cuda.o", "plain.cuda.o")]
+    assert all(module_id.search(r) for r in raw) and raw[0] != raw[1]  # each has its own module id
+    ours, theirs = (module_id.sub(b"ID", r) for r in raw)
+    assert ours == theirs  # the same code; only the module id's spelling differs
 
 
 @needs_nvcc
