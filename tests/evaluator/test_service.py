@@ -113,6 +113,14 @@ async def test_check_problem_names_what_is_wrong(cache_dir, name, needles) -> No
         assert needle in str(info.value)
 
 
+async def test_a_problem_too_large_for_the_machine_is_refused_with_its_sizes(cache_dir) -> None:
+    async with Evaluator(cache_dir, FAST) as ev:
+        with pytest.raises(ProblemError) as info:
+            await ev.check_problem(problem("problem_too_big.py"), device="cpu")
+    message = str(info.value)
+    assert "memory failed" in message and "GiB of host memory" in message and "inputs 128.00 GiB" in message
+
+
 async def test_evaluating_against_a_broken_problem_raises_problem_error(cache_dir) -> None:
     async with Evaluator(cache_dir, FAST) as ev:
         with pytest.raises(ProblemError, match="no inputs today"):

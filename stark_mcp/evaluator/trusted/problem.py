@@ -107,6 +107,8 @@ class LoadedProblem:
         self.fp64_note = ""
         self.init: dict[str, Any] = {}
         self.shapes: list[ShapeSpec] = []
+        self.planned_input_bytes = 0
+        self.on_sizes: Any = None  # called once the inputs' size is known, before they exist
 
     # -- loading -------------------------------------------------------------------------------------
     def load(self) -> None:
@@ -122,6 +124,9 @@ class LoadedProblem:
             self._build_model()
             step = "SHAPES"
             shapes = self._declared_shapes()
+            self.planned_input_bytes = max(self._planned_bytes(kwargs) for kwargs in shapes)
+            if self.on_sizes is not None:
+                self.on_sizes(self)  # refuse before anything large is allocated
             for kwargs in shapes:
                 step = f"get_inputs({_label(kwargs) if kwargs else ''})"
                 self.shapes.append(self._shape(kwargs, step))
@@ -153,6 +158,17 @@ class LoadedProblem:
         if not isinstance(shapes, (list, tuple)) or not shapes or not all(isinstance(s, dict) for s in shapes):
             raise ProblemFailure("SHAPES", "SHAPES must be a non-empty list of dicts of keyword arguments")
         return [dict(s) for s in shapes]
+
+    def _planned_bytes(self, kwargs: dict[str, Any]) -> int:
+        """The inputs' size without allocating them (factories on the meta device); 0 if unknown."""
+        try:
+            seed_all(fresh_seed())
+            with torch.device("meta"):
+                raw = self.module.get_inputs(**kwargs)
+            _tree, tensors, _args = _input_tree(list(raw))
+        except Exception:  # noqa: BLE001 - get_inputs that cannot run on meta is sized after generation
+            return 0
+        return sum(t.numel() * t.element_size() for t in tensors)
 
     def _generate(self, kwargs: dict[str, Any], seed: int) -> list[Any]:
         seed_all(seed)

@@ -162,6 +162,7 @@ class Worker:
         job_dir = tempfile.mkdtemp(prefix="problem-", dir=self.workdir)
         shutil.copyfile(cmd["path"], os.path.join(job_dir, "problem.py"))
         problem = LoadedProblem(key, str(cmd["name"]), os.path.join(job_dir, "problem.py"), self.device)
+        problem.on_sizes = self._size_check
         try:
             problem.load()
             self._size_check(problem)
@@ -180,8 +181,8 @@ class Worker:
 
     def _size_check(self, problem: LoadedProblem) -> None:
         """Refuse up front what cannot fit: two runners' regions plus our own copies and references."""
-        inputs = max(s.input_bytes for s in problem.shapes)
-        outputs = max(s.output_bytes for s in problem.shapes)
+        inputs = max([s.input_bytes for s in problem.shapes] + [problem.planned_input_bytes])
+        outputs = max([s.output_bytes for s in problem.shapes] + [0])
         params = sum(p.numel() * p.element_size() for p in problem.model.parameters()) \
             if isinstance(problem.model, torch.nn.Module) else 0
         need = 2 * (2 * inputs + outputs) + 3 * inputs + 4 * outputs + 3 * params
