@@ -180,27 +180,38 @@ class Worker:
                 "fp64_note": problem.fp64_note}
 
     def _size_check(self, problem: LoadedProblem) -> None:
-        """Refuse up front what cannot fit: two runners' regions plus our own copies and references."""
+        """Refuse up front what cannot fit; drop the float64 reference (flagged) when only it does not.
+
+        Per problem: two runners' shared regions (slots of inputs, one output) and their own outputs
+        and weights, our private inputs, reference output and weights, and for the float64 twin twice
+        the inputs, outputs and weights again."""
         inputs = max([s.input_bytes for s in problem.shapes] + [problem.planned_input_bytes])
         outputs = max([s.output_bytes for s in problem.shapes] + [0])
         params = sum(p.numel() * p.element_size() for p in problem.model.parameters()) \
             if isinstance(problem.model, torch.nn.Module) else 0
-        need = 2 * (2 * inputs + outputs) + 3 * inputs + 4 * outputs + 3 * params
-        if self.cuda:
-            total = torch.cuda.get_device_properties(self.device).total_memory
-            where = "GPU"
-        else:
-            total = _host_memory()
-            where = "host"
-        if total and need > MEMORY_SHARE * total:
-            gib = 1 << 30
+        slots = self._slots_for(inputs)
+        need = 2 * (slots * inputs + outputs) + 2 * (outputs + params) + (inputs + outputs + params)
+        fp64 = 2 * (inputs + outputs + params)
+        total = torch.cuda.get_device_properties(self.device).total_memory if self.cuda else _host_memory()
+        where = "GPU" if self.cuda else "host"
+        if not total:
+            return
+        gib = 1 << 30
+        if need > MEMORY_SHARE * total:
             raise ProblemFailure("memory", f"the problem needs about {need / gib:.1f} GiB of {where} memory "
                                  f"(inputs {inputs / gib:.2f} GiB, outputs {outputs / gib:.2f} GiB, parameters "
                                  f"{params / gib:.2f} GiB, copied for the reference, the baseline and the "
                                  f"candidate) and the device has {total / gib:.1f} GiB")
+        if problem.model64 is not None and outputs and need + fp64 > MEMORY_SHARE * total:
+            problem.model64 = None
+            problem.fp64_note = (f"the float64 reference was skipped: it needs {fp64 / gib:.1f} GiB more than "
+                                 f"the {total / gib:.1f} GiB of {where} memory allow")
 
     def _slots(self, problem: LoadedProblem) -> int:
-        inputs = max(s.input_bytes for s in problem.shapes)
+        return self._slots_for(max(s.input_bytes for s in problem.shapes))
+
+    def _slots_for(self, inputs: int) -> int:
+        """Two rotating input slots per runner, one when inputs are large (gigabytes)."""
         total = torch.cuda.get_device_properties(self.device).total_memory if self.cuda else _host_memory()
         return 2 if not total or 8 * inputs < 0.2 * total else 1
 
