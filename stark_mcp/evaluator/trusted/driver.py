@@ -99,6 +99,7 @@ class Driver:
         self.inputs, self.inputs_fd = Region.create(in_bytes, problem.device)
         self.outputs, self.outputs_fd = Region.create(out_bytes, problem.device)
         self.next_slot = 0
+        self.input_seconds = 0.0  # generating fresh inputs for this runner's calls
 
     def regions(self) -> dict[str, tuple[Region, int]]:
         return {"inputs": (self.inputs, self.inputs_fd), "outputs": (self.outputs, self.outputs_fd)}
@@ -116,7 +117,9 @@ class Driver:
 
     def call(self, shape: int, timeout: float) -> Made:
         """One call on fresh inputs; RunnerDied, RunnerTimeout and ControlError propagate."""
+        started = time.monotonic()
         call = self.problem.new_call(shape)
+        self.input_seconds += time.monotonic() - started
         slot = self.next_slot
         self.next_slot = (self.next_slot + 1) % self.slots
 

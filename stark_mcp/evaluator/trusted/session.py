@@ -71,6 +71,7 @@ class Session:
         self.findings: list[str] = []
         self.flags: list[str] = []
         self.phase_seconds: dict[str, float] = {}
+        self.parts: dict[str, float] = {}  # inputs, reference, compare: seconds inside other phases
         self.calls = self.checked = self.timed = self.timed_checked = 0
         self.driver: Driver | None = None
         self.kernels: list[list[Any]] | None = None  # reported by the candidate's own profiler: information only
@@ -106,12 +107,30 @@ class Session:
         return result
 
     def _phase(self, name: str, fn: Callable[[], Any]) -> Any:
+        """Run a phase; the time its calls spent generating inputs, in the reference and comparing is
+        reported under those names instead, so the phases still add up to the wall time."""
         self.emit(name)
+        started = time.monotonic()
+        before = sum(self.parts.values())
+        inputs_before = self._input_seconds()
+        try:
+            return fn()
+        finally:
+            self.parts["inputs"] = self.parts.get("inputs", 0.0) + self._input_seconds() - inputs_before
+            inner = sum(self.parts.values()) - before
+            self.phase_seconds[name] = round(time.monotonic() - started - inner, 3)
+            for part, seconds in self.parts.items():
+                self.phase_seconds[part] = round(seconds, 3)
+
+    def _input_seconds(self) -> float:
+        return self.baseline.input_seconds + (self.driver.input_seconds if self.driver is not None else 0.0)
+
+    def _timed(self, part: str, fn: Callable[[], Any]) -> Any:
         started = time.monotonic()
         try:
             return fn()
         finally:
-            self.phase_seconds[name] = round(time.monotonic() - started, 3)
+            self.parts[part] = self.parts.get(part, 0.0) + time.monotonic() - started
 
     # -- load ----------------------------------------------------------------------------------------
     def _load(self, runner: RunnerHandle, job: dict[str, Any]) -> None:
@@ -175,7 +194,8 @@ class Session:
                 raise Stop("runtime_error", "channel", f"invalid DONE from the candidate: {str(meta)[:300]}")
             raise Stop(str(status), str(reason), str(meta.get("message", ""))[:2000])
         spec = self.problem.shapes[made.call.shape]
-        published = self.driver.snapshot(made.call.shape) if checked else [None] * len(spec.outputs)
+        published = self._timed("compare", lambda: self.driver.snapshot(made.call.shape)) if checked \
+            else [None] * len(spec.outputs)
         try:
             cand = compare.validate_tree(meta.get("out"), published)
         except compare.ChannelError as exc:
@@ -193,9 +213,10 @@ class Session:
         flags = meta.get("flags")
         if isinstance(flags, list) and "output_aliases_input" in flags:
             raise Stop("rejected", "output_aliases_input", f"{where}: an output shares storage with an input")
-        native, ref64, note = self._reference(made)
-        check = compare.check_trial(cand, compare.encode_reference(native),
-                                    compare.encode_reference(ref64) if ref64 is not None else None, self.contract)
+        native, ref64, note = self._timed("reference", lambda: self._reference(made))
+        check = self._timed("compare", lambda: compare.check_trial(
+            cand, compare.encode_reference(native), compare.encode_reference(ref64) if ref64 is not None else None,
+            self.contract))
         if not check.used_fp64 and "no_fp64_reference" not in self.flags:
             self.flags.append("no_fp64_reference")
             if note:

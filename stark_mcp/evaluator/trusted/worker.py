@@ -104,6 +104,9 @@ class Worker:
     def __init__(self, out_fd: int, device: str, workdir: str) -> None:
         self.out_fd, self.device, self.workdir = out_fd, device, workdir
         self.cuda = device.startswith("cuda")
+        # Our own CPU work (fresh inputs, comparisons) on one thread: intra-op threads spinning against
+        # each other on a small loaded machine made a 64K-element comparison take 800 ms instead of 5.
+        torch.set_num_threads(1)
         self.info = detect()
         if self.cuda:
             torch.cuda.init()
