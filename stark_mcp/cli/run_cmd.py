@@ -29,9 +29,9 @@ from stark_mcp.orchestrator.events import SearchEvent, SearchSummary
 from stark_mcp.orchestrator.export import export_source
 from stark_mcp.orchestrator.limits import Limits
 from stark_mcp.orchestrator.loop import run_search
-from stark_mcp.orchestrator.progress import ProgressState
+from stark_mcp.orchestrator.display import DisplayState
 from stark_mcp.orchestrator.report import render_exchanges, render_leaderboard, render_node, render_tree
-from stark_mcp.orchestrator.service import RunService
+from stark_mcp.orchestrator.run_service import RunService
 from stark_mcp.orchestrator.strategies import DEFAULT_STRATEGY, get_strategy
 from stark_mcp.orchestrator.summary import summarize_run
 from stark_mcp.store import Store
@@ -69,7 +69,7 @@ class _Display:
 
     def __init__(self, console: Console) -> None:
         self.console = console
-        self.state = ProgressState()
+        self.state = DisplayState()
         self.live = Live(Text("starting"), console=console, refresh_per_second=4, transient=False)
 
     def _draw(self) -> None:

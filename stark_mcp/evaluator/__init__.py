@@ -7,6 +7,15 @@ standard library and torch.
 from stark_mcp.evaluator.errors import EvaluatorError
 from stark_mcp.evaluator.service import Evaluator
 from stark_mcp.evaluator.settings import BASELINE_NAMES, EvalSettings
+from stark_mcp.evaluator.static_checks import StaticResult, check_candidate
 from stark_mcp.evaluator.worker import Worker
 
-__all__ = ["BASELINE_NAMES", "EvalSettings", "Evaluator", "EvaluatorError", "Worker"]
+__all__ = [
+    "BASELINE_NAMES",
+    "EvalSettings",
+    "Evaluator",
+    "EvaluatorError",
+    "StaticResult",
+    "Worker",
+    "check_candidate",
+]

@@ -18,9 +18,10 @@ from stark_mcp.evaluator.errors import EvaluatorError
 from stark_mcp.evaluator.probe import DeviceInfo, Prober
 from stark_mcp.evaluator.settings import BASELINE_NAMES, EvalSettings
 from stark_mcp.evaluator.static_checks import check_candidate
-from stark_mcp.evaluator.worker import LocalWorker, Progress, Worker
+from stark_mcp.evaluator.worker import LocalWorker, Worker
 from stark_mcp.problems import Problem
-from stark_mcp.problems.record import source_hash
+from stark_mcp.problems import source_hash
+from stark_mcp.progress import Progress
 from stark_mcp.records import Evaluation, Status, TimingStats
 
 _STEPS = {"build": 1.0, "candidate: load": 2.0, "candidate: correctness": 3.0, "candidate: timing": 4.0}

@@ -20,10 +20,9 @@ from stark_mcp.evaluator.process import ChildProcess
 from stark_mcp.evaluator.settings import EvalSettings
 from stark_mcp.evaluator.trusted import next_trusted_record
 from stark_mcp.problems import Problem
-from stark_mcp.problems.record import source_hash
+from stark_mcp.problems import source_hash
 from stark_mcp.records import Evaluation
 
-Progress = Callable[[float, float | None, str], Awaitable[None]]
 PhaseNote = Callable[[str], Awaitable[None]]
 
 

@@ -23,12 +23,12 @@ from stark_mcp.agents import (
     Prompt,
     render_prompt,
 )
-from stark_mcp.errors import StarkError
 from stark_mcp.llm import LLMBackend, LLMCallFailed, LLMError, LLMReply, LLMRequest, MissingAPIKey
-from stark_mcp.orchestrator.service import RunService
+from stark_mcp.orchestrator.errors import ExpansionFailed
+from stark_mcp.orchestrator.run_service import RunService
 from stark_mcp.orchestrator.strategies import Strategy
 from stark_mcp.records import Usage
-from stark_mcp.store import ExchangeRecord, RunRecord
+from stark_mcp.records import ExchangeRecord, RunRecord
 from stark_mcp.tree import Selection
 
 # HTTP statuses after which another call cannot succeed without the user changing something.
@@ -36,15 +36,6 @@ _FATAL_STATUS = frozenset({401, 403})
 INTERRUPTED = "interrupted before this reply was used"
 
 OnExchange = Callable[[ExchangeRecord], Awaitable[None]]
-
-
-class ExpansionFailed(StarkError):
-    """The agents produced no candidate. ``fatal``: retrying is pointless (no key, key refused)."""
-
-    def __init__(self, message: str, *, exchange_ids: Sequence[int] = (), fatal: bool = False) -> None:
-        super().__init__(message)
-        self.exchange_ids = list(exchange_ids)
-        self.fatal = fatal
 
 
 @dataclass

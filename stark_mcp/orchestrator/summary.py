@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 from stark_mcp.orchestrator.events import FailedExpansion, SearchSummary
 from stark_mcp.orchestrator.limits import STOP_MESSAGES, StopReason
-from stark_mcp.orchestrator.service import RunService
+from stark_mcp.orchestrator.run_service import RunService
 from stark_mcp.records import Node, Usage
 from stark_mcp.store import Store
 

@@ -18,7 +18,7 @@ import re
 from pathlib import Path
 
 from stark_mcp.problems.errors import ProblemError
-from stark_mcp.problems.record import Problem
+from stark_mcp.problems.problem import Problem
 
 REQUIRED_NAMES = ("Model", "get_inputs", "get_init_inputs")
 _SELECTOR = re.compile(r"^(?P<level>\d+)/(?P<key>[^/]+)$")

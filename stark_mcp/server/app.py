@@ -15,7 +15,7 @@ from mcp.server.mcpserver import MCPServer
 from stark_mcp.config import Settings
 from stark_mcp.evaluator import EvalSettings, Evaluator
 from stark_mcp.llm import backend_from_settings
-from stark_mcp.orchestrator.service import RunService
+from stark_mcp.orchestrator.run_service import RunService
 from stark_mcp.server.instructions import INSTRUCTIONS
 from stark_mcp.server.prompts import register_prompts
 from stark_mcp.server.resources import register_resources

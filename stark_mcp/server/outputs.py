@@ -10,10 +10,11 @@ from __future__ import annotations
 import math
 from pydantic import BaseModel, Field
 
-from stark_mcp.orchestrator.service import LeaderboardEntry
+from stark_mcp.orchestrator.run_service import LeaderboardEntry
 from stark_mcp.records import Evaluation, Node, TimingStats
-from stark_mcp.store import RunRecord, RunStats
-from stark_mcp.store.records import StoredEvaluation
+from stark_mcp.store import RunStats
+from stark_mcp.records import RunRecord
+from stark_mcp.records import StoredEvaluation
 
 
 class RunCreated(BaseModel):

@@ -21,7 +21,7 @@ from stark_mcp.records import Node
 from stark_mcp.server.errors import resource_errors
 from stark_mcp.server.outputs import RunSummary, finite
 from stark_mcp.server.state import SharedState, app_state
-from stark_mcp.store import RunRecord
+from stark_mcp.records import RunRecord
 
 
 def node_row(node: Node) -> dict[str, Any]:

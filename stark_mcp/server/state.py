@@ -18,7 +18,7 @@ from typing import cast
 from mcp.server.mcpserver import Context
 
 from stark_mcp.llm import LLMBackend
-from stark_mcp.orchestrator.service import RunService
+from stark_mcp.orchestrator.run_service import RunService
 
 BackendFactory = Callable[[], LLMBackend]
 

@@ -33,7 +33,7 @@ from stark_mcp.server.outputs import (
     RunSummary,
     finite,
 )
-from stark_mcp.server.progress import relay, search_relay
+from stark_mcp.server.progress_relay import relay, search_relay
 from stark_mcp.server.state import app_state
 
 def _hints(*, read_only: bool, idempotent: bool, open_world: bool = False) -> ToolAnnotations:

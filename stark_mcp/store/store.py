@@ -22,12 +22,23 @@ from pydantic import ValidationError
 
 from stark_mcp.config import Settings
 from stark_mcp.problems import Problem
-from stark_mcp.records import Action, Evaluation, Node, Status, TimingStats, Usage
+from stark_mcp.records import (
+    Action,
+    Evaluation,
+    ExchangeRecord,
+    Node,
+    RunRecord,
+    RunStatus,
+    Status,
+    StoredEvaluation,
+    TimingStats,
+    Usage,
+)
 from stark_mcp.store import codec, ids
 from stark_mcp.store.connection import connect, run_write
 from stark_mcp.store.errors import NotFound, StoreError
 from stark_mcp.store.migrations import apply_migrations
-from stark_mcp.store.records import ExchangeRecord, RunRecord, RunStats, RunStatus, StoredEvaluation
+from stark_mcp.store.stats import RunStats
 
 # Ids are random, so a clash is rare; retrying a few times makes it vanishingly so.
 _ID_ATTEMPTS = 16

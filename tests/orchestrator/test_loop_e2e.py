@@ -12,7 +12,7 @@ from stark_mcp.llm import ScriptedBackend
 from stark_mcp.orchestrator.events import SearchEvent
 from stark_mcp.orchestrator.export import export_source
 from stark_mcp.orchestrator.loop import run_search
-from stark_mcp.orchestrator.service import RunService
+from stark_mcp.orchestrator.run_service import RunService
 from stark_mcp.records import Action, Status
 from stark_mcp.problems import problem_from_source
 

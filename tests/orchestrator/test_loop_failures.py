@@ -18,7 +18,7 @@ from stark_mcp.orchestrator.events import SearchEvent
 from stark_mcp.orchestrator.expansion import INTERRUPTED
 from stark_mcp.orchestrator.limits import Limits
 from stark_mcp.orchestrator.loop import run_search, strategy_for
-from stark_mcp.orchestrator.service import RunService
+from stark_mcp.orchestrator.run_service import RunService
 from stark_mcp.problems import problem_from_source
 from stark_mcp.records import Action
 from stark_mcp.store import Store

@@ -8,7 +8,7 @@ from stark_mcp.llm import ScriptedBackend
 from stark_mcp.orchestrator.events import SearchEvent
 from stark_mcp.orchestrator.limits import Limits
 from stark_mcp.orchestrator.loop import run_search
-from stark_mcp.orchestrator.service import RunService
+from stark_mcp.orchestrator.run_service import RunService
 from stark_mcp.problems import problem_from_source
 
 from .replies import CLAMPED, FUSED, PROBLEM, WHERE, WRONG, code_reply

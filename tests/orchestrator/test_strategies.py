@@ -8,7 +8,7 @@ from stark_mcp.agents import PLAN_FOCI
 from stark_mcp.llm import ScriptedBackend
 from stark_mcp.orchestrator.errors import InvalidInput
 from stark_mcp.orchestrator.loop import run_search
-from stark_mcp.orchestrator.service import RunService
+from stark_mcp.orchestrator.run_service import RunService
 from stark_mcp.orchestrator.strategies import STRATEGIES, get_strategy
 from stark_mcp.problems import problem_from_source
 from stark_mcp.records import Action, Status

@@ -6,13 +6,13 @@ import time
 
 import pytest
 
-from stark_mcp.orchestrator.events import SearchEvent, as_phase_progress, describe_event
+from stark_mcp.orchestrator.events import SearchEvent, describe_event
 from stark_mcp.orchestrator.limits import Limits, limit_reached
-from stark_mcp.orchestrator.progress import ProgressState
+from stark_mcp.orchestrator.display import DisplayState
 from stark_mcp.orchestrator.report import render_exchanges, render_leaderboard, render_node, render_tree
 from stark_mcp.problems import problem_from_source
 from stark_mcp.records import Action, Evaluation, Node, Status, TimingStats, Usage
-from stark_mcp.store import ExchangeRecord, RunRecord
+from stark_mcp.records import ExchangeRecord, RunRecord
 
 from .replies import CRASH, FIXED, FUSED, PROBLEM, plan_reply
 
@@ -45,7 +45,7 @@ def _event(kind: str, **fields: object) -> SearchEvent:
 
 
 def test_progress_state_follows_the_events() -> None:
-    state = ProgressState().apply(_event("started"))
+    state = DisplayState().apply(_event("started"))
     assert state.status_line().startswith("attempt 3/30 | best vs eager none yet | last -")
     state = state.apply(_event(
         "recorded", attempt=4, node_id="n4", parent_id="n1", action="plan", verdict="passed", speedup=1.5,
@@ -58,14 +58,9 @@ def test_progress_state_follows_the_events() -> None:
     assert "no attempt from n2" in state.status_line() and "gave up" in state.activity
 
 
-async def test_phase_progress_adapter_reports_attempts_of_the_target() -> None:
-    calls: list[tuple[float, float | None, str]] = []
-
-    async def report(done: float, total: float | None, message: str) -> None:
-        calls.append((done, total, message))
-
-    await as_phase_progress(report)(_event("selected", step=3, node_id="n2", action="debug"))
-    assert calls == [(3.0, 30.0, "attempt 3/30: expanding n2 with debug (step 3)")]
+def test_describe_event_names_the_attempt_of_the_target() -> None:
+    selected = _event("selected", step=3, node_id="n2", action="debug")
+    assert describe_event(selected) == "attempt 3/30: expanding n2 with debug (step 3)"
     assert "stopped (max_cost)" in describe_event(_event("stopped", stop_reason="max_cost"))
 
 

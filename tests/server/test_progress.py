@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from stark_mcp.server.progress import AttemptProgress, MonotonicProgress
+from stark_mcp.server.progress_relay import AttemptProgress, MonotonicProgress
 
 
 def test_phases_continue_from_the_last_value() -> None:

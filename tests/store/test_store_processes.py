@@ -14,7 +14,8 @@ import pytest
 
 from stark_mcp.problems import Problem
 from stark_mcp.records import Action
-from stark_mcp.store import RunRecord, Store
+from stark_mcp.store import Store
+from stark_mcp.records import RunRecord
 
 from .helpers import PROBLEM_SOURCE
 

@@ -8,7 +8,8 @@ import pytest
 
 from stark_mcp.problems import Problem
 from stark_mcp.records import Action, Evaluation, Status, TimingStats
-from stark_mcp.store import NotFound, RunRecord, Store, StoreError
+from stark_mcp.store import NotFound, Store, StoreError
+from stark_mcp.records import RunRecord
 
 from .helpers import timing
 

@@ -26,10 +26,11 @@ from stark_mcp.orchestrator.inputs import (
     resolve_problem,
 )
 from stark_mcp.problems import Problem
-from stark_mcp.problems.record import source_hash
+from stark_mcp.problems import source_hash
 from stark_mcp.records import Action, Evaluation, Node, Status, TimingStats, Usage
-from stark_mcp.store import RunRecord, Store
-from stark_mcp.store.records import StoredEvaluation
+from stark_mcp.store import Store
+from stark_mcp.records import RunRecord
+from stark_mcp.records import StoredEvaluation
 from stark_mcp.tree import PolicyConfig, Selection, Tree, context_window, leaderboard, select, step_rng
 from stark_mcp.tree.anchors import adherence, strip_anchor_lines, validate_plan
 
