@@ -24,3 +24,7 @@ class ExpansionFailed(RunError):
         super().__init__(message)
         self.exchange_ids = list(exchange_ids)
         self.fatal = fatal
+
+
+class ExportRefused(RunError):
+    """The node cannot be exported as a kernel: it is the reference, or it did not pass."""

@@ -154,7 +154,7 @@ async def _ask_agents(
         source, exchanges = await DebugAgent(log).run(prompt)
         await log.log(exchanges)
         return source, None  # RunService gives a debug child its parent's plan
-    node = await service.store.get_node(run.id, node_id)
+    node = await service.node(run.id, node_id)
     prompt = await _prompt(service, run, strategy, node_id, "plan", step)
     plan, exchanges = await PlanAgent(log).run(prompt, node.source)
     await log.log(exchanges)
@@ -176,7 +176,7 @@ async def _prompt(
     return render_prompt(
         role,  # type: ignore[arg-type]  # one of the four role names
         problem=run.problem, tree=await service.tree(run.id), node_id=node_id, window_ids=[],
-        device=run.device, plan=plan, focus=focus,
+        device=run.device, plan=plan, focus=focus, templates=service.templates,
     )
 
 

@@ -1,4 +1,4 @@
-"""Read-only MCP resources over the store: runs, a run's tree, node sources and logs, the best kernel.
+"""Read-only MCP resources over RunService: runs, a run's tree, node sources and logs, the best kernel.
 
 URIs:
   stark://runs                                        JSON list of run summaries, newest first
@@ -14,14 +14,11 @@ import json
 from typing import Any
 
 from mcp.server.mcpserver import Context, MCPServer
-from mcp.server.mcpserver.exceptions import ResourceNotFoundError
 
-from stark_mcp.orchestrator.export import export_source
-from stark_mcp.records import Node
+from stark_mcp.orchestrator.reads import RunReads, finite
+from stark_mcp.records import Node, RunRecord
 from stark_mcp.server.errors import resource_errors
-from stark_mcp.server.outputs import RunSummary, finite
 from stark_mcp.server.state import SharedState, app_state
-from stark_mcp.records import RunRecord
 
 
 def node_row(node: Node) -> dict[str, Any]:
@@ -64,58 +61,57 @@ def logs_text(node: Node) -> str:
     return "\n".join(parts) + "\n"
 
 
+async def run_list(reads: RunReads) -> str:
+    """Every run with its attempts, passes and best node so far, newest first."""
+    with resource_errors():
+        summaries = await reads.summaries()
+    return json.dumps([s.model_dump(mode="json") for s in summaries], indent=2)
+
+
+async def run_tree(run_id: str, ctx: Context) -> str:
+    """The run's nodes: id, parent, action, status, reason, runtime, speedups, adherence."""
+    service = app_state(ctx).service
+    with resource_errors():
+        document = tree_document(await service.get_run(run_id), list(await service.tree(run_id)))
+    return json.dumps(document, indent=2)
+
+
+async def node_source(run_id: str, node_id: str, ctx: Context) -> str:
+    """The node's full Python source (the reference module for the root)."""
+    with resource_errors():
+        return (await app_state(ctx).service.node(run_id, node_id)).source
+
+
+async def node_logs(run_id: str, node_id: str, ctx: Context) -> str:
+    """The evaluator's verdict, message and trimmed logs for the node."""
+    with resource_errors():
+        return logs_text(await app_state(ctx).service.node(run_id, node_id))
+
+
+async def best_kernel(run_id: str, ctx: Context) -> str:
+    """The fastest correct node as a runnable file with a self-check against the reference."""
+    with resource_errors():
+        return (await app_state(ctx).service.export(run_id)).source
+
+
 def register_resources(server: MCPServer[Any], shared: SharedState) -> None:
     # The SDK gives static resources no Context, so this one finds the state through ``shared``.
-    @server.resource("stark://runs", name="runs", title="Runs", mime_type="application/json")
     async def runs() -> str:
         """Every run with its attempts, passes and best node so far, newest first."""
-        store = shared.current().service.store
-        with resource_errors():
-            summaries = []
-            for run in await store.list_runs():
-                stats = await store.run_stats(run.id)
-                best = await store.get_node(run.id, stats.best_node_id) if stats.best_node_id else None
-                summaries.append(RunSummary.of(run, stats, best).model_dump(mode="json"))
-        return json.dumps(summaries, indent=2)
+        return await run_list(shared.current().service)
 
-    @server.resource(
+    server.resource("stark://runs", name="runs", title="Runs", mime_type="application/json")(runs)
+    server.resource(
         "stark://runs/{run_id}/tree", name="run_tree", title="A run's tree", mime_type="application/json"
-    )
-    async def run_tree(run_id: str, ctx: Context) -> str:
-        """The run's nodes: id, parent, action, status, reason, runtime, speedups, adherence."""
-        store = app_state(ctx).service.store
-        with resource_errors():
-            document = tree_document(await store.get_run(run_id), await store.nodes(run_id))
-        return json.dumps(document, indent=2)
-
-    @server.resource(
+    )(run_tree)
+    server.resource(
         "stark://runs/{run_id}/nodes/{node_id}/source", name="node_source", title="A node's source",
         mime_type="text/x-python",
-    )
-    async def node_source(run_id: str, node_id: str, ctx: Context) -> str:
-        """The node's full Python source (the reference module for the root)."""
-        with resource_errors():
-            return (await app_state(ctx).service.store.get_node(run_id, node_id)).source
-
-    @server.resource(
+    )(node_source)
+    server.resource(
         "stark://runs/{run_id}/nodes/{node_id}/logs", name="node_logs", title="A node's evaluation logs",
         mime_type="text/plain",
-    )
-    async def node_logs(run_id: str, node_id: str, ctx: Context) -> str:
-        """The evaluator's verdict, message and trimmed logs for the node."""
-        with resource_errors():
-            return logs_text(await app_state(ctx).service.store.get_node(run_id, node_id))
-
-    @server.resource(
-        "stark://runs/{run_id}/best", name="best_kernel", title="A run's best kernel",
-        mime_type="text/x-python",
-    )
-    async def best_kernel(run_id: str, ctx: Context) -> str:
-        """The fastest correct node as a runnable file with a self-check against the reference."""
-        service = app_state(ctx).service
-        with resource_errors():
-            run = await service.get_run(run_id)
-            best = await service.best(run_id)
-        if best is None:
-            raise ResourceNotFoundError(f"run {run_id} has no correct node yet")
-        return export_source(run.problem, best)
+    )(node_logs)
+    server.resource(
+        "stark://runs/{run_id}/best", name="best_kernel", title="A run's best kernel", mime_type="text/x-python",
+    )(best_kernel)

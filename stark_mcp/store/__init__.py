@@ -8,7 +8,7 @@
 from stark_mcp.store.errors import NotFound, StoreError
 from stark_mcp.store.migrations import MIGRATIONS, Migration, apply_migrations
 from stark_mcp.store.stats import RunStats
-from stark_mcp.store.store import Store, default_store_path
+from stark_mcp.store.store import Store
 
 __all__ = [
     "MIGRATIONS",
@@ -18,5 +18,4 @@ __all__ = [
     "Store",
     "StoreError",
     "apply_migrations",
-    "default_store_path",
 ]

@@ -20,7 +20,6 @@ from typing import Any
 import aiosqlite
 from pydantic import ValidationError
 
-from stark_mcp.config import Settings
 from stark_mcp.problems import Problem
 from stark_mcp.records import (
     Action,
@@ -42,11 +41,6 @@ from stark_mcp.store.stats import RunStats
 
 # Ids are random, so a clash is rare; retrying a few times makes it vanishingly so.
 _ID_ATTEMPTS = 16
-
-
-def default_store_path() -> Path:
-    """Where the database lives unless told otherwise: ``STARK_DB_PATH`` or ``<STARK_HOME>/stark.db``."""
-    return Settings.from_env().database
 
 
 class Store:
@@ -261,11 +255,17 @@ class Store:
                 raise NotFound(f"no node {node_id!r} in run {run_id!r}")
         return codec.node_from_row(row)
 
-    async def nodes(self, run_id: str) -> list[Node]:
-        """Every node of the run in creation order."""
+    async def nodes(self, run_id: str, *, after_seq: int = -1) -> list[Node]:
+        """The run's nodes in creation order; only those with a seq above ``after_seq`` when given.
+
+        Nodes are never changed once written, so a reader holding the first ``k`` keeps them
+        current by asking for those after seq ``k - 1`` (one indexed query).
+        """
         async with self._lock:
             await self._require_run(run_id)
-            rows = await self._all("SELECT * FROM nodes WHERE run_id = ? ORDER BY seq", (run_id,))
+            rows = await self._all(
+                "SELECT * FROM nodes WHERE run_id = ? AND seq > ? ORDER BY seq", (run_id, after_seq)
+            )
         return [codec.node_from_row(row) for row in rows]
 
     async def count_nodes(self, run_id: str, *, exclude_root: bool = True) -> int:

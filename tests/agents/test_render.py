@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 from stark_mcp.agents import PLAN_FOCI, AgentError, Prompt, plan_text, render_prompt
-from stark_mcp.agents.templates import PROMPTS_ENV
+from stark_mcp.agents.templates import PromptTemplates
 from stark_mcp.problems import Problem
 from stark_mcp.tree import Tree, TreeError
 from stark_mcp.tree.anchors import BEGIN_MARK, END_MARK
@@ -151,15 +151,22 @@ def test_to_request_and_retry(problem: Problem, tree: Tree) -> None:
 
 
 def test_override_changes_rendering_and_missing_placeholder_fails(
-    problem: Problem, tree: Tree, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    problem: Problem, tree: Tree, tmp_path: Path
 ) -> None:
-    monkeypatch.setenv(PROMPTS_ENV, str(tmp_path))
+    templates = PromptTemplates(tmp_path)
     (tmp_path / "debug.md").write_text("Fix $node_id on $device, please.\n")
-    body = _render("debug", problem, tree, "n2").body
+    body = _render("debug", problem, tree, "n2", templates=templates).body
     assert body.endswith("## Instruction\n\nFix n2 on cuda, please.")
+    assert "Fix n2" not in _render("debug", problem, tree, "n2").body  # the packaged set is untouched
     (tmp_path / "debug.md").write_text("Fix $node_id within $deadline.\n")
     with pytest.raises(AgentError, match=r"debug.md uses \$deadline"):
-        _render("debug", problem, tree, "n2")
+        _render("debug", problem, tree, "n2", templates=templates)
+
+
+def test_a_retry_uses_the_prompts_own_templates(problem: Problem, tree: Tree, tmp_path: Path) -> None:
+    (tmp_path / "retry.md").write_text("\nRejected: $errors\n")
+    prompt = _render("debug", problem, tree, "n2", templates=PromptTemplates(tmp_path))
+    assert prompt.with_retry(["no code"]).body.endswith("Rejected: - attempt 1: no code")
 
 
 

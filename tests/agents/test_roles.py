@@ -13,7 +13,7 @@ from stark_mcp.agents import (
     render_prompt,
     total_usage,
 )
-from stark_mcp.llm import LLMCallFailed, LLMReply, ScriptedBackend
+from stark_mcp.llm import LLMCallFailed, LLMReply, ModelPrice, PriceTable, ScriptedBackend
 from stark_mcp.problems import Problem
 from stark_mcp.records import Usage
 from stark_mcp.tree import Tree
@@ -130,7 +130,8 @@ async def test_backend_failure_propagates_with_the_exchanges_so_far(problem: Pro
 
 @pytest.mark.anyio
 async def test_total_usage_sums_every_call(problem: Problem, tree: Tree) -> None:
-    backend = ScriptedBackend([NO_ANCHORS, GOOD_PLAN])
+    prices = PriceTable(models={"scripted": ModelPrice(input=3.0, output=15.0, cache_read=0.3, cache_write=3.75)})
+    backend = ScriptedBackend([NO_ANCHORS, GOOD_PLAN], prices=prices)
     _, exchanges = await PlanAgent(backend).run(prompt_for("plan", problem, tree), REFERENCE)
     usage = total_usage(exchanges)
     assert usage.calls == 2

@@ -23,7 +23,7 @@ from stark_mcp.problems import problem_from_source
 from stark_mcp.records import Action
 from stark_mcp.store import Store
 
-from .replies import PROBLEM, plan_reply
+from .replies import PRICED, PROBLEM, plan_reply
 
 pytestmark = pytest.mark.anyio
 
@@ -49,7 +49,7 @@ class Gate:
     name = "gate"
 
     def __init__(self, *replies: str) -> None:
-        self.script = ScriptedBackend(replies)
+        self.script = ScriptedBackend(replies, prices=PRICED)
         self.waiting = asyncio.Event()
 
     async def complete(self, request: LLMRequest) -> LLMReply:
@@ -63,7 +63,7 @@ class Gate:
 async def test_failed_expansions_stay_logged_do_not_use_budget_and_stop_the_run(bare: RunService) -> None:
     run_id = await _run(bare, "sampling", "sampling")
     # The generalist is asked twice per expansion; both replies lack code, so each expansion fails.
-    backend = ScriptedBackend(["no code, sorry"] * 6)
+    backend = ScriptedBackend(["no code, sorry"] * 6, prices=PRICED)
     events: list[SearchEvent] = []
 
     async def collect(event: SearchEvent) -> None:
@@ -84,7 +84,7 @@ async def test_failed_expansions_stay_logged_do_not_use_budget_and_stop_the_run(
 
 async def test_a_refused_key_stops_at_once(bare: RunService) -> None:
     run_id = await _run(bare, "sampling", "sampling")
-    backend = ScriptedBackend([LLMCallFailed("invalid x-api-key", status_code=401)] * 3)
+    backend = ScriptedBackend([LLMCallFailed("invalid x-api-key", status_code=401)] * 3, prices=PRICED)
     summary = await run_search(bare, run_id, backend)
     assert summary.stop_reason == "llm_error" and "invalid x-api-key" in summary.message
     assert len(summary.failed_expansions) == 1 and backend.pending == 2

@@ -10,12 +10,16 @@ from mcp.types import CallToolResult
 
 from stark_mcp.config import Settings
 from stark_mcp.evaluator import EvalSettings
+from stark_mcp.llm import ModelPrice, PriceTable
 from stark_mcp.server import build_server
 from stark_mcp.server.state import BackendFactory
 
 FIXTURES = Path(__file__).parent / "fixtures"
 PROBLEM = FIXTURES / "problem_relu_scale.py"
 MODES = ("auto", "legacy")
+
+# Scripted replies cost nothing; tests of cost accounting price the "scripted" model like a real one.
+PRICED = PriceTable(models={"scripted": ModelPrice(input=3.0, output=15.0, cache_read=0.3, cache_write=3.75)})
 
 # Small enough that one CPU evaluation is two short processes.
 FAST = EvalSettings(

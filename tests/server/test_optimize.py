@@ -9,7 +9,7 @@ from mcp import Client
 
 from stark_mcp.llm import ScriptedBackend, backend_from_settings
 
-from .support import MODES, PROBLEM, ProgressLog, anchored_plan, error_text, make_server, ok, source
+from .support import MODES, PRICED, PROBLEM, ProgressLog, anchored_plan, error_text, make_server, ok, source
 
 pytestmark = pytest.mark.anyio
 
@@ -20,7 +20,7 @@ def fenced(text: str) -> str:
 
 @pytest.mark.parametrize("mode", MODES)
 async def test_optimize_runs_the_loop_with_progress(tmp_path: Path, mode: str) -> None:
-    backend = ScriptedBackend()
+    backend = ScriptedBackend(prices=PRICED)
     backend.enqueue(anchored_plan(PROBLEM.read_text()), role="plan")
     backend.enqueue(fenced(source("cand_clamp")), role="code")
     server = make_server(tmp_path, backend_factory=lambda: backend)

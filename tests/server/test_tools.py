@@ -290,8 +290,17 @@ async def test_leaderboard_list_runs_and_export(served: Served, mode: str) -> No
         assert exported["node_id"] == board[0]["node_id"]
         assert "class ModelNew" in exported["source"] and "_stark_self_check()" in exported["source"]
         compile(exported["source"], "exported.py", "exec")
-        picked = ok(await client.call_tool("export_kernel", {"run_id": run_id, "node_id": "n0"}))
-        assert "class Model(" in picked["source"]
+        slower = exported["speedups"]["eager"] < 1.0
+        assert bool(exported["warnings"]) == slower
+        assert all("slower than eager PyTorch" in w for w in exported["warnings"])
+        # Only correct attempts are exported: not the reference, not a failing node.
+        assert "reference" in error_text(await client.call_tool("export_kernel", {"run_id": run_id, "node_id": "n0"}))
+        children = ok(await client.call_tool("get_node", {"run_id": run_id, "node_id": "n0"}))["children"]
+        statuses = {n: ok(await client.call_tool("get_node", {"run_id": run_id, "node_id": n}))["evaluation"]["status"]
+                    for n in children}
+        crashed = next(n for n, status in statuses.items() if status != "passed")
+        refused = error_text(await client.call_tool("export_kernel", {"run_id": run_id, "node_id": crashed}))
+        assert f"did not pass ({statuses[crashed]})" in refused and "get_node" in refused
         assert "n404" in error_text(await client.call_tool("export_kernel", {"run_id": run_id, "node_id": "n404"}))
         assert "n404" in error_text(await client.call_tool("get_node", {"run_id": run_id, "node_id": "n404"}))
 
