@@ -96,7 +96,8 @@ def _split(text: str, *, strict: bool) -> tuple[str, str]:
             return "", text.strip("\n")
         raise AgentError(
             "the reply has no scaffold: put the full source with its "
-            f"'{BEGIN_MARK}' marks in one fenced ```python block under '## Scaffold'"
+            f"'{BEGIN_MARK}' marks in one fenced ```python block (after the advice; "
+            "a '## Scaffold' heading before it is optional)"
         )
     if not chosen.closed:
         raise AgentError(

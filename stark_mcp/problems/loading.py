@@ -70,6 +70,12 @@ def load_problem(spec: str) -> Problem:
     path_part, _, selector = spec.rpartition(":") if _looks_selected(spec) else (spec, "", "")
     path = Path(path_part).expanduser()
     if not path.exists():
+        head, colon, tail = spec.rpartition(":")
+        if colon and head and Path(head).expanduser().exists():
+            raise ProblemError(
+                f"{spec}: {head} exists but {tail!r} is not a selector; use LEVEL/ID or LEVEL/NAME, "
+                f"e.g. {head}:1/19"
+            )
         raise ProblemError(f"no such problem file or directory: {path_part}")
     if path.is_dir():
         if not selector:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import io
 import math
+import tokenize
 from collections.abc import Iterable
 
 from stark_mcp.records import Action, Node
@@ -11,8 +13,20 @@ from stark_mcp.tree.structure import Tree
 
 
 def normalise_source(source: str) -> str:
-    """Source with every whitespace run collapsed, so reformatted copies count as one kernel."""
-    return " ".join(source.split())
+    """The source's tokens without comments, one space apart, so copies that differ only in
+    comments or layout count as one kernel. Source that does not tokenize has only its
+    whitespace runs collapsed."""
+    try:
+        tokens = list(tokenize.generate_tokens(io.StringIO(source).readline))
+    except (tokenize.TokenError, SyntaxError):
+        return " ".join(source.split())
+    return " ".join(" ".join(tok.string.split()) for tok in tokens if tok.type not in _LAYOUT)
+
+
+# Comments and the tokens that only carry layout (line ends, indentation, the end marker).
+_LAYOUT = frozenset(
+    {tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT, tokenize.ENDMARKER}
+)
 
 
 def is_correct(node: Node) -> bool:

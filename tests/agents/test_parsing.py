@@ -70,8 +70,13 @@ def test_plan_reply_with_unclosed_span_is_rejected() -> None:
 
 
 def test_plan_reply_without_scaffold_block() -> None:
-    with pytest.raises(AgentError, match="no scaffold"):
+    with pytest.raises(AgentError, match="no scaffold.*heading before it is optional"):
         parse_plan_reply("## Advice\nFuse them.\n", REFERENCE)
+
+
+def test_plan_reply_needs_no_scaffold_heading() -> None:
+    parsed = parse_plan_reply(f"## Advice\nFuse them.\n\n```python\n{SCAFFOLD}```\n", REFERENCE)
+    assert parsed.advice == "Fuse them." and parsed.spans >= 1
 
 
 def test_plan_reply_without_advice() -> None:

@@ -88,7 +88,12 @@ def test_run_interrupted_with_ctrl_c_then_resumed_writes_kernel_and_summary(tmp_
         cwd=work, env=env, capture_output=True, text=True, timeout=180,
     )
     assert resumed.returncode == 0, resumed.stderr
-    assert f"stark-mcp run {run_id}" in resumed.stdout and "attempt" not in resumed.stdout.split("\n")[0].lower()
+    # Piped, not a terminal: plain lines, the summary's title first, each progress event on its own line.
+    assert resumed.stdout.splitlines()[0] == f"stark-mcp run {run_id}"
+    assert f"attempts: 3/3 ({3 - done} this session)" in resumed.stdout.splitlines()
+    recorded = [line for line in resumed.stderr.splitlines() if ": recorded n" in line]
+    assert len(recorded) == 3 - done and all(line.startswith("attempt ") for line in recorded)
+    assert "\x1b[" not in resumed.stderr + resumed.stdout
     out = work / "stark-out" / run_id
     summary = json.loads((out / "summary.json").read_text())
     assert summary["attempts"] == 3 and summary["stop_reason"] == "budget" and summary["status"] == "finished"
@@ -97,6 +102,8 @@ def test_run_interrupted_with_ctrl_c_then_resumed_writes_kernel_and_summary(tmp_
     assert kernel.returncode == 0, kernel.stderr
     assert "relative error vs reference" in kernel.stdout
 
+    listed = subprocess.run([*CLI, "runs"], env=env, capture_output=True, text=True, timeout=60)
+    assert listed.returncode == 0 and any(line.startswith(run_id) for line in listed.stdout.splitlines())
     shown = subprocess.run([*CLI, "show", run_id], env=env, capture_output=True, text=True, timeout=60)
     assert shown.returncode == 0, shown.stderr
     lines = shown.stdout.splitlines()

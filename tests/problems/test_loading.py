@@ -92,6 +92,9 @@ def test_bad_specs_get_clear_errors(tmp_path: Path) -> None:
     garbage = write(tmp_path / "garbage.jsonl", "{not json}\n")
     with pytest.raises(ProblemError, match="garbage.jsonl:1: not a problem record"):
         load_problem(f"{garbage}:1/1")
+    # The file is there; only the selector is wrong, and the message says so.
+    with pytest.raises(ProblemError, match=r"exists but 'abc' is not a selector; use LEVEL/ID"):
+        load_problem(f"{jsonl}:abc")
 
 
 def test_source_text_is_checked_too() -> None:
