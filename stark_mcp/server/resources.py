@@ -11,6 +11,7 @@ URIs:
 from __future__ import annotations
 
 import json
+import weakref
 from typing import Any
 
 from mcp.server.mcpserver import Context, MCPServer
@@ -23,11 +24,12 @@ from stark_mcp.server.state import SharedState, app_state
 
 def node_row(node: Node) -> dict[str, Any]:
     evaluation = node.evaluation
+    # Action and Status are str enums: JSON writes their values without a .value lookup per node.
     return {
         "id": node.id,
         "parent": node.parent_id,
-        "action": node.action.value,
-        "status": evaluation.status.value if evaluation else None,
+        "action": node.action,
+        "status": evaluation.status if evaluation else None,
         "reason": evaluation.reason if evaluation else None,
         "runtime_ms": evaluation.runtime.median_ms if evaluation and evaluation.runtime else None,
         "speedups": finite(evaluation.speedups) if evaluation else {},
@@ -72,8 +74,18 @@ async def run_tree(run_id: str, ctx: Context) -> str:
     """The run's nodes: id, parent, action, status, reason, runtime, speedups, adherence."""
     service = app_state(ctx).service
     with resource_errors():
-        document = tree_document(await service.get_run(run_id), list(await service.tree(run_id)))
-    return json.dumps(document, indent=2)
+        tree = await service.tree(run_id)
+        document = _DOCUMENTS.get(tree)
+        if document is None:
+            # Compact JSON, rendered once per version of the tree (a tree never changes; a new
+            # attempt makes a new one): the document grows with the run, a read should not.
+            document = json.dumps(tree_document(await service.get_run(run_id), list(tree)))
+            _DOCUMENTS[tree] = document
+    return document
+
+
+# Keyed by the tree object the service returned (trees are immutable), alive as long as it is.
+_DOCUMENTS: weakref.WeakKeyDictionary[Any, str] = weakref.WeakKeyDictionary()
 
 
 async def node_source(run_id: str, node_id: str, ctx: Context) -> str:

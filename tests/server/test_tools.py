@@ -87,6 +87,9 @@ async def test_create_run_from_source_reports_progress(served: Served, mode: str
     progress.assert_increasing()
     assert "checking problem" in (progress.events[0][2] or "")
     assert "created" in (progress.events[-1][2] or "")
+    # One scale from start to end (the check, one step per baseline, the record): the total never jumps.
+    totals = {total for _, total, _ in progress.events}
+    assert len(totals) == 1 and progress.events[-1][0] == progress.events[-1][1] == totals.pop()
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -264,6 +267,9 @@ async def test_budget_exhausted(served: Served, mode: str) -> None:
         assert "budget of 1" in refused and "leaderboard" in refused
         assert "budget" in error_text(await client.call_tool("select_node", {"run_id": run_id}))
         assert await attempts(client, run_id) == 1
+        # The budget spent, the run says so (it read "created" before any attempt).
+        runs = ok(await client.call_tool("list_runs"))["runs"]
+        assert next(r["status"] for r in runs if r["run_id"] == run_id) == "finished"
 
 
 @pytest.mark.parametrize("mode", MODES)
