@@ -70,7 +70,8 @@ def test_only_config_names_a_stark_variable() -> None:
         if path == PACKAGE / "config.py":
             continue
         for node in ast.walk(tree):
-            if isinstance(node, ast.Constant) and isinstance(node.value, str) and VARIABLE.fullmatch(node.value):
+            if isinstance(node, ast.Constant) and isinstance(node.value,
+                str) and VARIABLE.fullmatch(node.value):
                 readers.append(f"{path.relative_to(PACKAGE.parent)}:{node.lineno} {node.value}")
     assert readers == []
 

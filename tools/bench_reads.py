@@ -43,7 +43,8 @@ BEGIN, END = "# <<<IMPROVE BEGIN>>>", "# <<<IMPROVE END>>>"
 
 
 def timing(ms: float) -> TimingStats:
-    return TimingStats(median_ms=ms, iqr_ms=ms / 20, mean_ms=ms, min_ms=ms * 0.95, max_ms=ms * 1.2, samples=200)
+    return TimingStats(median_ms=ms, iqr_ms=ms / 20, mean_ms=ms, min_ms=ms * 0.95, max_ms=ms * 1.2,
+        samples=200)
 
 
 def evaluation(rng: random.Random, source: str, eager: TimingStats) -> Evaluation:
@@ -84,7 +85,8 @@ async def write_run(db: Path, nodes: int, seed: int = 0) -> tuple[str, list[str]
         )
         spares = [KERNEL + f"\n# spare {i}\n" for i in range(200)]
         for source in spares:
-            await store.save_evaluation(run.id, source_hash(source), evaluation(random.Random(1), source, eager))
+            await store.save_evaluation(run.id, source_hash(source),
+                evaluation(random.Random(1), source, eager))
     rows = []
     plan = anchored(PROBLEM)
     for seq in range(1, nodes + 1):
@@ -93,7 +95,8 @@ async def write_run(db: Path, nodes: int, seed: int = 0) -> tuple[str, list[str]
         node = Node(
             id=f"n{seq}", run_id=run.id, parent_id=f"n{parent}", seq=seq,
             action=Action.DEBUG if rng.random() < 0.3 else Action.PLAN, plan=plan, source=source,
-            evaluation=evaluation(rng, source, eager), usage=Usage(input_tokens=9000, output_tokens=2500, calls=2),
+            evaluation=evaluation(rng, source, eager),
+            usage=Usage(input_tokens=9000, output_tokens=2500, calls=2),
             adherence=rng.random(), created_at=time.time(),
         )
         rows.append(codec.node_columns(node))
@@ -127,9 +130,11 @@ async def bench(nodes: int, calls: int) -> dict[str, Any]:
         run_id, spares = await write_run(db, nodes)
         built_s = time.perf_counter() - started
         with sqlite3.connect(db) as conn:
-            evaluation_ids = {row[1]: row[0] for row in conn.execute("SELECT id, source_hash FROM evaluations")}
+            rows = conn.execute("SELECT id, source_hash FROM evaluations")
+            evaluation_ids = {digest: evaluation_id for evaluation_id, digest in rows}
         env = {**os.environ, "STARK_HOME": home, "PYTHONPATH": str(ROOT)}
-        params = StdioServerParameters(command=sys.executable, args=["-m", "stark_mcp", "serve"], env=env, cwd=home)
+        params = StdioServerParameters(command=sys.executable, args=["-m", "stark_mcp", "serve"], env=env,
+            cwd=home)
         async with Client(params) as client:
             node_ids = [f"n{i}" for i in range(1, nodes + 1)]
             rng = random.Random(1)
@@ -168,7 +173,8 @@ async def bench(nodes: int, calls: int) -> dict[str, Any]:
             results = {}
             for name, call in cases.items():
                 samples = await measure(call, calls)
-                results[name] = {"p50_ms": round(quantile(samples, 0.5), 2), "p95_ms": round(quantile(samples, 0.95), 2)}
+                results[name] = {"p50_ms": round(quantile(samples, 0.5), 2),
+                    "p95_ms": round(quantile(samples, 0.95), 2)}
     return {"nodes": nodes, "calls": calls, "database_s": round(built_s, 1), "results": results}
 
 

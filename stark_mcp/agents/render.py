@@ -57,9 +57,11 @@ class Prompt(BaseModel):
     def text(self) -> str:
         """The whole prompt as one string, for hosts that take a single message."""
         parts = (self.system, self.prefix, self.body)
-        return "\n\n".join(f"{header}\n\n{part}" for header, part in zip(_SECTION_HEADERS, parts)) + "\n"
+        sections = zip(_SECTION_HEADERS, parts, strict=True)
+        return "\n\n".join(f"{header}\n\n{part}" for header, part in sections) + "\n"
 
-    def to_request(self, max_tokens: int | None = None, json_schema: dict[str, Any] | None = None) -> LLMRequest:
+    def to_request(self, max_tokens: int | None = None,
+        json_schema: dict[str, Any] | None = None) -> LLMRequest:
         return LLMRequest(
             role=self.role, system=self.system, prefix=self.prefix, body=self.body,
             max_tokens=max_tokens, json_schema=json_schema,
@@ -75,7 +77,9 @@ def device_kind(device: str) -> str:
     """'cuda' or 'cpu' for a resolved device string such as 'cuda', 'cuda:1' or 'cpu'."""
     kind = device.split(":", 1)[0].strip().lower()
     if kind not in ("cuda", "cpu"):
-        raise AgentError(f"no prompt guidance for device {device!r}: expected cuda or cpu (resolve 'auto' first)")
+        raise AgentError(
+            f"no prompt guidance for device {device!r}: expected cuda or cpu (resolve 'auto' first)"
+        )
     return kind
 
 
@@ -169,7 +173,7 @@ def render_prompt(
         node_id=node.id,
         begin=BEGIN_MARK,
         end=END_MARK,
-        focus_hint="\n" + templates.fill("focus.md", focus=focus.strip()) + "\n" if focus and focus.strip() else "",
+        focus_hint=_focus_hint(focus, templates),
         latest_status="reference" if node.action is Action.ROOT else status,
         device=device_kind(device),
         problem_name=problem.name,
@@ -189,6 +193,12 @@ def render_prompt(
     )
     prompt._templates = templates
     return prompt
+
+
+def _focus_hint(focus: str | None, templates: PromptTemplates) -> str:
+    if not (focus and focus.strip()):
+        return ""
+    return "\n" + templates.fill("focus.md", focus=focus.strip()) + "\n"
 
 
 def _history_ids(node_id: str, root_id: str, window_ids: list[str]) -> list[str]:

@@ -50,7 +50,8 @@ def main(argv: list[str] | None = None) -> None:
 
     The level is WARNING until a command reads the settings (``STARK_LOG_LEVEL``).
     """
-    logging.basicConfig(stream=sys.stderr, level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(stream=sys.stderr, level=logging.WARNING,
+        format="%(levelname)s %(name)s: %(message)s")
     try:
         app(args=argv, standalone_mode=True)
     except StarkError as exc:

@@ -103,7 +103,8 @@ def run_command(
         # Before anything slow: without a key this fails here, with the message saying how to set one.
         backend = backend_from_settings(settings, backend_spec, model=model)
     request = RunRequest(
-        problem=problem, budget=budget, strategy=strategy, device=device or settings.device, parallel=parallel,
+        problem=problem, budget=budget, strategy=strategy, device=device or settings.device,
+        parallel=parallel,
         resume=resume, out=out, seed=seed, limits=limits, eval_settings=eval_settings,
     )
     display = SearchDisplay()

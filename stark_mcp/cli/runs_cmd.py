@@ -47,7 +47,8 @@ def show_command(
     run_id: str = typer.Argument(..., help="run id"),
     node: str | None = typer.Option(None, "--node", help="show this node in full"),
     exchanges: bool = typer.Option(False, "--exchanges", help="print the stored prompts and replies"),
-    full: bool = typer.Option(False, "--full", help="with --exchanges: include the system message and prefix"),
+    full: bool = typer.Option(
+        False, "--full", help="with --exchanges: include the system message and prefix"),
 ) -> None:
     """Print a run's tree (node, action, verdict, runtime, speedup, adherence) and leaderboard."""
     from stark_mcp.orchestrator.report import render_exchanges, render_leaderboard, render_node, render_tree

@@ -27,8 +27,7 @@ from stark_mcp.llm import LLMBackend, LLMCallFailed, LLMError, LLMReply, LLMRequ
 from stark_mcp.orchestrator.errors import ExpansionFailed
 from stark_mcp.orchestrator.run_service import RunService
 from stark_mcp.orchestrator.strategies import Strategy
-from stark_mcp.records import Usage
-from stark_mcp.records import ExchangeRecord, RunRecord
+from stark_mcp.records import ExchangeRecord, RunRecord, Usage
 from stark_mcp.tree import Selection
 
 # HTTP statuses after which another call cannot succeed without the user changing something.

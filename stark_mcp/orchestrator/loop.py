@@ -15,6 +15,7 @@ import random
 import time
 from typing import Any
 
+from stark_mcp.llm import LLMBackend
 from stark_mcp.orchestrator.errors import BudgetExhausted, ExpansionFailed, InvalidInput
 from stark_mcp.orchestrator.events import FailedExpansion, SearchEvent, SearchProgress, SearchSummary
 from stark_mcp.orchestrator.expansion import expand
@@ -22,9 +23,7 @@ from stark_mcp.orchestrator.limits import Limits, StopReason, limit_reached
 from stark_mcp.orchestrator.run_service import RunService
 from stark_mcp.orchestrator.strategies import DEFAULT_STRATEGY, STRATEGIES, Strategy, get_strategy
 from stark_mcp.orchestrator.summary import eager_speedup, summarize_run
-from stark_mcp.llm import LLMBackend
-from stark_mcp.records import Node, Usage
-from stark_mcp.records import ExchangeRecord, RunRecord
+from stark_mcp.records import ExchangeRecord, Node, RunRecord, Usage
 from stark_mcp.tree import PolicyConfig, Selection, Tree, leaderboard, select, step_rng
 
 # Extra draws when a selection would duplicate work already in flight (parallel runs only).

@@ -29,7 +29,16 @@ from stark_mcp.orchestrator.inputs import (
 from stark_mcp.orchestrator.reads import RunReads
 from stark_mcp.problems import Problem, source_hash
 from stark_mcp.progress import Progress
-from stark_mcp.records import Action, Evaluation, Node, RunRecord, Status, StoredEvaluation, TimingStats, Usage
+from stark_mcp.records import (
+    Action,
+    Evaluation,
+    Node,
+    RunRecord,
+    Status,
+    StoredEvaluation,
+    TimingStats,
+    Usage,
+)
 from stark_mcp.store import Store
 from stark_mcp.tree import PolicyConfig, Selection, context_window, select, step_rng
 from stark_mcp.tree.anchors import adherence, strip_anchor_lines, validate_plan
@@ -111,7 +120,8 @@ class RunService(RunReads):
         attempts = len(tree) - 1
         if attempts >= run.budget:
             raise BudgetExhausted(f"run {run_id} has used its budget of {run.budget} attempts")
-        return select(tree, PolicyConfig(**run.policy), step_rng(run.seed, attempts if step is None else step))
+        return select(tree, PolicyConfig(**run.policy),
+            step_rng(run.seed, attempts if step is None else step))
 
     async def build_context(
         self, run_id: str, node_id: str, role: str, plan: str | None = None,
@@ -144,7 +154,8 @@ class RunService(RunReads):
 
     # ---- evaluation and recording ------------------------------------------------------------
 
-    async def evaluate(self, run_id: str, source: str, *, progress: Progress | None = None) -> StoredEvaluation:
+    async def evaluate(self, run_id: str, source: str, *,
+        progress: Progress | None = None) -> StoredEvaluation:
         """Evaluate a source for this run without recording a node."""
         source = _clean_source(source)
         check_candidate_source(source)

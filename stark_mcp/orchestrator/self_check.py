@@ -62,7 +62,9 @@ def _stark_self_check(device=None):
         expected = ref_model(*inputs)
         got = new_model(*inputs)
     pairs = list(zip(expected, got)) if isinstance(expected, (tuple, list)) else [(expected, got)]
-    worst = max(float((e.double() - g.double()).norm() / e.double().norm().clamp_min(1e-30)) for e, g in pairs)
+    worst = max(
+        float((e.double() - g.double()).norm() / e.double().norm().clamp_min(1e-30)) for e, g in pairs
+    )
     calls, warmup_s = conditions["calls"], conditions["warmup_s"]
     ref_ms = _stark_median_ms(ref_model, inputs, device, calls, warmup_s)
     new_ms = _stark_median_ms(new_model, inputs, device, calls, warmup_s)
@@ -85,4 +87,5 @@ if __name__ == "__main__":
 
 def self_check(reference: str, recorded: str, conditions: dict[str, Any]) -> str:
     """The block to append to a kernel's source. ``conditions``: device, cpu_threads, calls, warmup_s."""
-    return _TEMPLATE.substitute(reference=repr(reference), recorded=repr(recorded), conditions=repr(conditions))
+    return _TEMPLATE.substitute(reference=repr(reference), recorded=repr(recorded),
+        conditions=repr(conditions))

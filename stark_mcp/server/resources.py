@@ -125,5 +125,6 @@ def register_resources(server: MCPServer[Any], shared: SharedState) -> None:
         mime_type="text/plain",
     )(node_logs)
     server.resource(
-        "stark://runs/{run_id}/best", name="best_kernel", title="A run's best kernel", mime_type="text/x-python",
+        "stark://runs/{run_id}/best", name="best_kernel", title="A run's best kernel",
+        mime_type="text/x-python",
     )(best_kernel)

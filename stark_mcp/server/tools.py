@@ -149,7 +149,8 @@ async def build_context(
     (its anchors are validated against the node); reply with the full ModelNew source.
     role 'debug': reply with the repaired full source."""
     if role not in ROLE_NEXT:
-        # The service also knows 'generalist' (one agent for the comparison strategies); hosts use the three roles.
+        # The service also knows 'generalist' (one agent, for the comparison strategies); hosts
+        # play the three roles.
         raise ToolError(f"unknown role {role!r}; use plan, code or debug")
     with tool_errors():
         prompt = await app_state(ctx).service.build_context(run_id, node_id, role, plan)
@@ -286,5 +287,5 @@ TOOLS: tuple[tuple[Any, str, ToolAnnotations], ...] = (
 
 
 def register_tools(server: MCPServer[Any]) -> None:
-    for tool, title, annotations in TOOLS:
-        server.tool(title=title, annotations=annotations)(tool)
+    for tool, title, hints in TOOLS:
+        server.tool(title=title, annotations=hints)(tool)

@@ -15,7 +15,16 @@ from typing import Any
 from pydantic import TypeAdapter
 
 from stark_mcp.problems import Problem
-from stark_mcp.records import Action, Evaluation, ExchangeRecord, Node, RunRecord, StoredEvaluation, TimingStats, Usage
+from stark_mcp.records import (
+    Action,
+    Evaluation,
+    ExchangeRecord,
+    Node,
+    RunRecord,
+    StoredEvaluation,
+    TimingStats,
+    Usage,
+)
 from stark_mcp.store.errors import StoreError
 
 _BASELINES = TypeAdapter(dict[str, TimingStats])

@@ -21,7 +21,6 @@ import asyncio
 import sqlite3
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-
 from typing import Any, TypeVar
 
 import aiosqlite

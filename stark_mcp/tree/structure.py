@@ -85,7 +85,9 @@ class Tree:
             if node.id in by_id:
                 raise TreeError(f"duplicate node id {node.id!r}")
             if node.action is Action.ROOT or node.parent_id is None:
-                raise TreeError(f"a tree needs exactly one node with action 'root'; found {self.root.id}, {node.id}")
+                raise TreeError(
+                    f"a tree needs exactly one node with action 'root'; found {self.root.id}, {node.id}"
+                )
             if node.parent_id not in by_id:
                 raise TreeError(f"node {node.id} names parent {node.parent_id!r}, which is not in the tree")
             by_id[node.id] = node

@@ -14,7 +14,8 @@ from .samples import REFERENCE
 
 SCAFFOLD = REFERENCE.replace(
     "        y = torch.tanh(x)\n        return y * self.scale\n",
-    f"        # {BEGIN_MARK}\n        y = torch.tanh(x)\n        return y * self.scale\n        # {END_MARK}\n",
+    f"        # {BEGIN_MARK}\n        y = torch.tanh(x)\n        return y * self.scale\n"
+    f"        # {END_MARK}\n",
 )
 PLAN = plan_text("Write one C++ loop computing tanh(x) * scale.", SCAFFOLD)
 
@@ -29,7 +30,7 @@ def _render(role: str, problem: Problem, tree: Tree, node_id: str = "n1", window
 
 def _in_order(text: str, *needles: str) -> None:
     positions = [text.index(n) for n in needles]
-    assert positions == sorted(positions), list(zip(needles, positions))
+    assert positions == sorted(positions), list(zip(needles, positions, strict=True))
 
 
 @pytest.mark.parametrize("role", ["plan", "code", "debug", "generalist"])
@@ -97,7 +98,8 @@ def test_unknown_window_node_is_an_error(problem: Problem, tree: Tree) -> None:
 def test_code_prompt_includes_advice_and_scaffold(problem: Problem, tree: Tree) -> None:
     body = _render("code", problem, tree, "n0", plan=PLAN).body
     _in_order(body, "## Latest attempt", "### The plan for this step",
-              "Write one C++ loop computing tanh(x) * scale.", f"# {BEGIN_MARK}", f"# {END_MARK}", "## History")
+              "Write one C++ loop computing tanh(x) * scale.", f"# {BEGIN_MARK}", f"# {END_MARK}",
+              "## History")
 
 
 def test_code_prompt_accepts_a_bare_scaffold_as_plan(problem: Problem, tree: Tree) -> None:
@@ -147,7 +149,8 @@ def test_to_request_and_retry(problem: Problem, tree: Tree) -> None:
     )
     again = prompt.with_retry(["no anchors", "line 3 drifted"])
     assert again.body.startswith(prompt.body)
-    _in_order(again.body, "## Your previous reply was rejected", "- attempt 1: no anchors", "- attempt 2: line 3 drifted")
+    _in_order(again.body, "## Your previous reply was rejected", "- attempt 1: no anchors",
+        "- attempt 2: line 3 drifted")
 
 
 def test_override_changes_rendering_and_missing_placeholder_fails(

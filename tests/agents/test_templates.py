@@ -63,7 +63,8 @@ def test_role_templates_use_only_documented_placeholders() -> None:
         used = placeholders(f"{role}.md")
         assert used <= documented, (role, used - documented)
     assert placeholders("plan.md") >= {"begin", "end", "focus_hint", "node_id"}
-    assert placeholders("entry.md") == {"node_id", "action", "parent_id", "plan_advice", "source", "observations"}
+    assert placeholders("entry.md") == {"node_id", "action", "parent_id", "plan_advice", "source",
+        "observations"}
 
 
 def test_readme_lists_every_template() -> None:

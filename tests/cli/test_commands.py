@@ -47,7 +47,8 @@ async def record_run(db: Path) -> str:
         )
         for source, evaluation in ((KERNEL, passed(0.5)), (KERNEL + "# slow\nX = 1\n", passed(2.0)),
                                    (KERNEL + "Y = 2\n", Evaluation(status=Status.WRONG_OUTPUT))):
-            await store.add_node(run.id, parent_id="n0", action=Action.PLAN, source=source, evaluation=evaluation)
+            await store.add_node(run.id, parent_id="n0", action=Action.PLAN, source=source,
+                evaluation=evaluation)
         return run.id
 
 
@@ -99,7 +100,8 @@ def test_export_refuses_what_it_cannot_write_and_warns_about_slow_kernels(home: 
     assert slow.exit_code == 0 and "warning: node n2 is slower than eager PyTorch (0.50x)" in slow.output
     best = runner.invoke(app, ["export", run_id, "--out", str(tmp_path / "best.py")])
     assert best.exit_code == 0 and "node n1" in best.output and "warning" not in best.output
-    ran = subprocess.run([sys.executable, str(tmp_path / "best.py")], capture_output=True, text=True, timeout=120)
+    ran = subprocess.run([sys.executable, str(tmp_path / "best.py")], capture_output=True, text=True,
+        timeout=120)
     assert ran.returncode == 0, ran.stderr
     assert "relative error vs reference: 0.000e+00" in ran.stdout
     assert "median of 5 calls after 0.0 s of warm-up on cpu, 1 CPU thread(s)" in ran.stdout

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from stark_mcp.evaluator import EvaluatorError, Evaluator
+from stark_mcp.evaluator import Evaluator, EvaluatorError
 from stark_mcp.evaluator.builds import BuildCache
 from stark_mcp.evaluator.worker import LocalWorker
 from stark_mcp.problems import ProblemError, load_problem
@@ -48,7 +48,8 @@ async def test_identical_concurrent_requests_share_one_evaluation(cache_dir) -> 
     settings = FAST.model_copy(update={"trials": 2})
     async with Evaluator(cache_dir, settings, worker=worker) as ev:
         results = await asyncio.gather(*[
-            ev.evaluate(problem(), fixture_text("torch_ok.py"), device="cpu", use_cache=False) for _ in range(3)])
+            ev.evaluate(problem(), fixture_text("torch_ok.py"), device="cpu",
+                use_cache=False) for _ in range(3)])
     assert worker.calls == 1
     assert all(r.status is Status.PASSED for r in results)
     assert results[0] == results[1] == results[2]

@@ -59,7 +59,8 @@ def scaffold(source: str) -> str:
     while not lines[end - 1].strip():
         end -= 1
     return "".join(
-        lines[:start] + [f"        # {BEGIN_MARK}\n"] + lines[start:end] + [f"        # {END_MARK}\n"] + lines[end:]
+        lines[:start] + [f"        # {BEGIN_MARK}\n"] + lines[start:end] + [f"        # {END_MARK}\n"]
+        + lines[end:]
     )
 
 

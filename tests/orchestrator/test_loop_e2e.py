@@ -12,8 +12,8 @@ from stark_mcp.llm import ScriptedBackend
 from stark_mcp.orchestrator.events import SearchEvent
 from stark_mcp.orchestrator.loop import run_search
 from stark_mcp.orchestrator.run_service import RunService
-from stark_mcp.records import Action, Status
 from stark_mcp.problems import problem_from_source
+from stark_mcp.records import Action, Status
 
 from .replies import CLAMPED, CRASH, FIXED, PRICED, PROBLEM, code_reply, plan_reply
 
@@ -42,7 +42,8 @@ async def test_stark_run_debugs_a_failure_reaches_its_budget_and_exports_a_runna
 
     nodes = {n.id: n for n in await service.store.nodes(run.id)}
     assert [(n.id, n.parent_id, n.action) for n in nodes.values()] == [
-        ("n0", None, Action.ROOT), ("n1", "n0", Action.PLAN), ("n2", "n1", Action.DEBUG), ("n3", "n2", Action.PLAN),
+        ("n0", None, Action.ROOT), ("n1", "n0", Action.PLAN), ("n2", "n1", Action.DEBUG), ("n3", "n2",
+            Action.PLAN),
     ]
     assert nodes["n1"].status is Status.RUNTIME_ERROR
     assert nodes["n2"].status is Status.PASSED and nodes["n3"].status is Status.PASSED

@@ -47,7 +47,9 @@ async def record(service: RunService, run_id: str, parent: str, source: str, eva
     return node.id
 
 
-async def test_each_service_sees_the_others_attempts_at_its_next_read(two: tuple[RunService, RunService]) -> None:
+async def test_each_service_sees_the_others_attempts_at_its_next_read(
+    two: tuple[RunService, RunService],
+) -> None:
     first, second = two
     run = await first.store.create_run(
         problem=problem_from_source(PROBLEM, name="scaled_relu"), device="cpu", policy={"name": "stark"},

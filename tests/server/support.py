@@ -46,7 +46,8 @@ def anchored_plan(base: str, body_line: str = "return torch.relu(x) * self.scale
         else:
             lines.append(line)
     scaffold = "\n".join(lines)
-    return f"## Advice\nReplace relu and the multiply with one clamp_min.\n\n## Scaffold\n```python\n{scaffold}\n```\n"
+    advice = "Replace relu and the multiply with one clamp_min."
+    return f"## Advice\n{advice}\n\n## Scaffold\n```python\n{scaffold}\n```\n"
 
 
 def sleeper(pid_file: Path) -> str:

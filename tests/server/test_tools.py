@@ -31,7 +31,8 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Served:
 
     async def create() -> str:
         async with Client(server) as client:
-            created = ok(await client.call_tool("create_run", {"problem": str(PROBLEM), "budget": 30, "seed": 7}))
+            created = ok(await client.call_tool("create_run",
+                {"problem": str(PROBLEM), "budget": 30, "seed": 7}))
             return created["run_id"]
 
     return Served(server, home, anyio.run(create))
@@ -73,7 +74,8 @@ async def test_create_run_from_source_reports_progress(served: Served, mode: str
     progress = ProgressLog()
     async with Client(served.server, mode=mode) as client:
         created = ok(await client.call_tool(
-            "create_run", {"problem": PROBLEM.read_text(), "budget": 3, "name": f"inline-{mode}", "policy": "greedy"},
+            "create_run",
+            {"problem": PROBLEM.read_text(), "budget": 3, "name": f"inline-{mode}", "policy": "greedy"},
             progress_callback=progress,
         ))
         assert created["root_node_id"] == "n0"
@@ -104,7 +106,8 @@ async def test_create_run_refuses_bad_input_and_records_nothing(served: Served, 
         assert "policy" in error_text(
             await client.call_tool("create_run", {"problem": str(PROBLEM), "policy": "annealing"})
         )
-        assert "budget" in error_text(await client.call_tool("create_run", {"problem": str(PROBLEM), "budget": 0}))
+        assert "budget" in error_text(await client.call_tool("create_run",
+            {"problem": str(PROBLEM), "budget": 0}))
         huge = PROBLEM.read_text() + "#" * (MAX_SOURCE_BYTES + 1)
         assert "larger than" in error_text(await client.call_tool("create_run", {"problem": huge}))
         assert len(ok(await client.call_tool("list_runs"))["runs"]) == before
@@ -120,7 +123,8 @@ async def test_select_node_and_build_context(served: Served, mode: str) -> None:
         again = ok(await client.call_tool("select_node", {"run_id": run_id}))
         assert again["node_id"] == selected["node_id"], "same tree and seed must give the same choice"
 
-        plan_ctx = ok(await client.call_tool("build_context", {"run_id": run_id, "node_id": "n0", "role": "plan"}))
+        plan_ctx = ok(await client.call_tool("build_context",
+            {"run_id": run_id, "node_id": "n0", "role": "plan"}))
         assert "n0" in plan_ctx["node_ids"]
         assert "torch.relu(x) * self.scale" in plan_ctx["prompt"]
         assert "<<<IMPROVE BEGIN>>>" in plan_ctx["prompt"]
@@ -132,7 +136,8 @@ async def test_select_node_and_build_context(served: Served, mode: str) -> None:
         assert "Replace relu and the multiply" in code_ctx["prompt"]
         assert "add_child" in code_ctx["next"]
 
-        debug_ctx = ok(await client.call_tool("build_context", {"run_id": run_id, "node_id": "n0", "role": "debug"}))
+        debug_ctx = ok(await client.call_tool("build_context",
+            {"run_id": run_id, "node_id": "n0", "role": "debug"}))
         assert debug_ctx["role"] == "debug" and debug_ctx["prompt"] != plan_ctx["prompt"]
 
 
@@ -141,10 +146,13 @@ async def test_build_context_errors(served: Served, mode: str) -> None:
     run_id = served.run_id
     args = {"run_id": run_id, "node_id": "n0"}
     async with Client(served.server, mode=mode) as client:
-        assert "unknown role 'tester'" in error_text(await client.call_tool("build_context", {**args, "role": "tester"}))
-        assert "needs the plan" in error_text(await client.call_tool("build_context", {**args, "role": "code"}))
+        assert "unknown role 'tester'" in error_text(await client.call_tool("build_context",
+            {**args, "role": "tester"}))
+        assert "needs the plan" in error_text(await client.call_tool("build_context",
+            {**args, "role": "code"}))
         no_anchors = "## Advice\nfuse it\n\n## Scaffold\n```python\n" + PROBLEM.read_text() + "```\n"
-        message = error_text(await client.call_tool("build_context", {**args, "role": "code", "plan": no_anchors}))
+        message = error_text(await client.call_tool("build_context",
+            {**args, "role": "code", "plan": no_anchors}))
         assert "no anchors" in message and "IMPROVE BEGIN" in message
         drifted = anchored_plan(PROBLEM.read_text().replace("get_inputs", "make_inputs"))
         assert "scaffold" in error_text(
@@ -165,11 +173,13 @@ async def test_build_context_errors(served: Served, mode: str) -> None:
     [("cand_clamp", "passed", None), ("cand_wrong", "wrong_output", "tolerance"),
      ("cand_crash", "runtime_error", "exception")],
 )
-async def test_evaluate_kernel_verdicts(served: Served, mode: str, candidate: str, status: str, reason: str | None) -> None:
+async def test_evaluate_kernel_verdicts(served: Served, mode: str, candidate: str, status: str,
+    reason: str | None) -> None:
     progress = ProgressLog()
     async with Client(served.server, mode=mode) as client:
         result = ok(await client.call_tool(
-            "evaluate_kernel", {"run_id": served.run_id, "source": source(candidate)}, progress_callback=progress,
+            "evaluate_kernel", {"run_id": served.run_id, "source": source(candidate)},
+            progress_callback=progress,
         ))
     assert result["status"] == status and result["reason"] == reason
     assert result["evaluation_id"].startswith("e-")
@@ -205,7 +215,8 @@ async def test_add_child_records_the_servers_own_evaluation(served: Served, mode
     run_id = served.run_id
     plan = anchored_plan(PROBLEM.read_text())
     async with Client(served.server, mode=mode) as client:
-        evaluated = ok(await client.call_tool("evaluate_kernel", {"run_id": run_id, "source": source("cand_clamp")}))
+        evaluated = ok(await client.call_tool("evaluate_kernel",
+            {"run_id": run_id, "source": source("cand_clamp")}))
         child = ok(await client.call_tool("add_child", {
             "run_id": run_id, "parent_id": "n0", "source": source("cand_clamp"), "plan": plan,
             "evaluation_id": evaluated["evaluation_id"],
@@ -222,7 +233,8 @@ async def test_add_child_records_the_servers_own_evaluation(served: Served, mode
         assert wrong["status"] == "wrong_output" and wrong["runtime_ms"] is None
 
         fixed = ok(await client.call_tool("add_child", {
-            "run_id": run_id, "parent_id": wrong["node_id"], "source": source("cand_clamp"), "action": "debug",
+            "run_id": run_id, "parent_id": wrong["node_id"], "source": source("cand_clamp"),
+            "action": "debug",
         }))
         assert fixed["action"] == "debug" and fixed["status"] == "passed"
         assert fixed["attempts_left"] == child["attempts_left"] - 2
@@ -239,7 +251,8 @@ async def test_add_child_refusals_record_nothing(served: Served, mode: str) -> N
     async with Client(served.server, mode=mode) as client:
         before = await attempts(client, run_id)
         assert "n77" in error_text(await client.call_tool("add_child", {**base, "parent_id": "n77"}))
-        assert "'plan' or 'debug'" in error_text(await client.call_tool("add_child", {**base, "action": "root"}))
+        assert "'plan' or 'debug'" in error_text(await client.call_tool("add_child",
+            {**base, "action": "root"}))
         assert "ModelNew" in error_text(
             await client.call_tool("add_child", {**base, "source": source("cand_no_model_new")})
         )
@@ -277,7 +290,8 @@ async def test_leaderboard_list_runs_and_export(served: Served, mode: str) -> No
     run_id = served.run_id
     async with Client(served.server, mode=mode) as client:
         for name in ("cand_clamp", "cand_crash"):
-            ok(await client.call_tool("add_child", {"run_id": run_id, "parent_id": "n0", "source": source(name)}))
+            ok(await client.call_tool("add_child",
+                {"run_id": run_id, "parent_id": "n0", "source": source(name)}))
         board = ok(await client.call_tool("leaderboard", {"run_id": run_id}))["entries"]
         assert board, "a correct node was recorded"
         times = [e["runtime_ms"] for e in board]
@@ -300,14 +314,17 @@ async def test_leaderboard_list_runs_and_export(served: Served, mode: str) -> No
         assert bool(exported["warnings"]) == slower
         assert all("slower than eager PyTorch" in w for w in exported["warnings"])
         # Only correct attempts are exported: not the reference, not a failing node.
-        assert "reference" in error_text(await client.call_tool("export_kernel", {"run_id": run_id, "node_id": "n0"}))
+        assert "reference" in error_text(await client.call_tool("export_kernel",
+            {"run_id": run_id, "node_id": "n0"}))
         children = ok(await client.call_tool("get_node", {"run_id": run_id, "node_id": "n0"}))["children"]
-        statuses = {n: ok(await client.call_tool("get_node", {"run_id": run_id, "node_id": n}))["evaluation"]["status"]
+        statuses = {n: ok(await client.call_tool("get_node",
+            {"run_id": run_id, "node_id": n}))["evaluation"]["status"]
                     for n in children}
         crashed = next(n for n, status in statuses.items() if status != "passed")
         refused = error_text(await client.call_tool("export_kernel", {"run_id": run_id, "node_id": crashed}))
         assert f"did not pass ({statuses[crashed]})" in refused and "get_node" in refused
-        assert "n404" in error_text(await client.call_tool("export_kernel", {"run_id": run_id, "node_id": "n404"}))
+        assert "n404" in error_text(await client.call_tool("export_kernel",
+            {"run_id": run_id, "node_id": "n404"}))
         assert "n404" in error_text(await client.call_tool("get_node", {"run_id": run_id, "node_id": "n404"}))
 
 
@@ -315,6 +332,7 @@ async def test_leaderboard_list_runs_and_export(served: Served, mode: str) -> No
 async def test_export_without_a_correct_node(served: Served, mode: str) -> None:
     async with Client(served.server, mode=mode) as client:
         run_id = ok(await client.call_tool("create_run", {"problem": str(PROBLEM), "budget": 2}))["run_id"]
-        ok(await client.call_tool("add_child", {"run_id": run_id, "parent_id": "n0", "source": source("cand_crash")}))
+        ok(await client.call_tool("add_child",
+            {"run_id": run_id, "parent_id": "n0", "source": source("cand_crash")}))
         assert "no correct node" in error_text(await client.call_tool("export_kernel", {"run_id": run_id}))
         assert ok(await client.call_tool("leaderboard", {"run_id": run_id}))["entries"] == []

@@ -6,9 +6,8 @@ from pathlib import Path
 import pytest
 
 from stark_mcp.problems import Problem
-from stark_mcp.records import Action
+from stark_mcp.records import Action, RunRecord
 from stark_mcp.store import Store
-from stark_mcp.records import RunRecord
 
 from .helpers import PROBLEM_SOURCE
 

@@ -7,9 +7,8 @@ import sqlite3
 import pytest
 
 from stark_mcp.problems import Problem
-from stark_mcp.records import Action, Status, Usage
+from stark_mcp.records import Action, RunRecord, Status, Usage
 from stark_mcp.store import NotFound, Store, StoreError
-from stark_mcp.records import RunRecord
 
 from .helpers import PROBLEM_SOURCE, CancellingConnection, failed, passed
 
@@ -141,7 +140,8 @@ async def test_a_write_cancelled_at_any_statement_lands_whole_and_leaves_the_sto
                 await caller
             connection.victim = None
             cancelled.append(label)
-            after = await store.add_node(root_run.id, parent_id="n0", action=Action.PLAN, source=f"after {label}")
+            after = await store.add_node(root_run.id, parent_id="n0", action=Action.PLAN,
+                source=f"after {label}")
             nodes = await store.nodes(root_run.id)
             assert [n.seq for n in nodes] == list(range(len(nodes)))
             assert nodes[-1] == after

@@ -42,7 +42,9 @@ def test_copies_differing_only_in_whitespace_count_once() -> None:
 
 
 def test_copies_differing_only_in_comments_count_once() -> None:
-    body = "import torch\n\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n        return x * 2\n"
+    body = (
+        "import torch\n\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n        return x * 2\n"
+    )
     commented = body.replace("return x * 2", "return x * 2  # fused") + "# tuned by hand\n"
     text = body.replace("x * 2", "'x * 2  # a string, not a comment'")
     tree = Tree(
