@@ -126,7 +126,7 @@ def test_device_selects_guidance_and_example(problem: Problem, tree: Tree) -> No
     cuda = render_prompt("plan", problem=problem, tree=tree, node_id="n1", window_ids=[], device="cuda:1")
     cpu = render_prompt("plan", problem=problem, tree=tree, node_id="n1", window_ids=[], device="cpu")
     assert "cuda_sources" in cuda.system and "extern \"C\"" in cuda.system
-    assert "at::parallel_for" in cpu.system and "no CUDA" in cpu.system
+    assert "at::parallel_for" in cpu.system and "no CUDA" in cpu.system and "on one thread" in cpu.system
     assert "__global__" in cuda.prefix and "__global__" not in cpu.prefix
     assert "at::parallel_for" in cpu.prefix
     # The prefix is the same for every role, so providers can cache it across calls.
