@@ -128,12 +128,7 @@ class RunReads:
     async def export(self, run_id: str, node_id: str | None = None) -> ExportedKernel:
         """A node (default: the best) as a runnable file; refused for a node that did not pass."""
         run = await self.store.get_run(run_id)
-        tree = await self.tree(run_id)
-        if node_id is None:
-            top = leaderboard(tree, 1)
-            if not top:
-                raise RunError(f"run {run_id} has no correct node yet; record attempts, or name a node")
-            node = top[0]
-        else:
-            node = tree.get(node_id)
+        node = await self.node(run_id, node_id) if node_id is not None else await self.best(run_id)
+        if node is None:
+            raise RunError(f"run {run_id} has no correct node yet; record attempts, or name a node")
         return export_kernel(run, node)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import weakref
+from collections.abc import Sequence
 from typing import Any
 
 from mcp.server.mcpserver import Context, MCPServer
@@ -20,6 +21,9 @@ from stark_mcp.orchestrator.reads import RunReads, finite
 from stark_mcp.records import Node, RunRecord
 from stark_mcp.server.errors import resource_errors
 from stark_mcp.server.state import SharedState, app_state
+
+# Compact separators: the tree document grows with the run.
+COMPACT = (",", ":")
 
 
 def node_row(node: Node) -> dict[str, Any]:
@@ -37,16 +41,32 @@ def node_row(node: Node) -> dict[str, Any]:
     }
 
 
-def tree_document(run: RunRecord, nodes: list[Node]) -> dict[str, Any]:
-    return {
+def tree_document(run: RunRecord, rows: list[str]) -> str:
+    """The run and its nodes as compact JSON; ``rows`` are the nodes' rows, already JSON."""
+    head = json.dumps({
         "run_id": run.id,
         "name": run.name,
         "problem": run.problem.name,
         "device": run.device,
         "budget": run.budget,
         "baselines_ms": {k: v.median_ms for k, v in run.baselines.items()},
-        "nodes": [node_row(n) for n in nodes],
-    }
+    }, separators=COMPACT)
+    return head[:-1] + ',"nodes":[' + ",".join(rows) + "]}"
+
+
+class TreeRows:
+    """Each run's node rows, rendered once: nodes never change and only ever come after the last
+    one, so a tree read after a new attempt renders that attempt's row, not the whole tree's."""
+
+    def __init__(self) -> None:
+        self._rows: dict[str, list[str]] = {}
+
+    def rows(self, run_id: str, nodes: Sequence[Node]) -> list[str]:
+        rows = self._rows.setdefault(run_id, [])
+        if len(rows) > len(nodes):
+            rows.clear()  # not a later version of what was rendered: start again
+        rows.extend(json.dumps(node_row(node), separators=COMPACT) for node in nodes[len(rows):])
+        return rows
 
 
 def logs_text(node: Node) -> str:
@@ -74,18 +94,16 @@ async def run_tree(run_id: str, ctx: Context) -> str:
     """The run's nodes: id, parent, action, status, reason, runtime, speedups, adherence."""
     service = app_state(ctx).service
     with resource_errors():
-        tree = await service.tree(run_id)
-        document = _DOCUMENTS.get(tree)
-        if document is None:
-            # Compact JSON, rendered once per version of the tree (a tree never changes; a new
-            # attempt makes a new one): the document grows with the run, a read should not.
-            document = json.dumps(tree_document(await service.get_run(run_id), list(tree)))
-            _DOCUMENTS[tree] = document
-    return document
+        nodes = list(await service.tree(run_id))
+        run = await service.get_run(run_id)
+    rendered = _ROWS.get(service)
+    if rendered is None:
+        rendered = _ROWS[service] = TreeRows()
+    return tree_document(run, rendered.rows(run_id, nodes))
 
 
-# Keyed by the tree object the service returned (trees are immutable), alive as long as it is.
-_DOCUMENTS: weakref.WeakKeyDictionary[Any, str] = weakref.WeakKeyDictionary()
+# One set of rendered rows per service (per database), alive as long as the service is.
+_ROWS: weakref.WeakKeyDictionary[Any, TreeRows] = weakref.WeakKeyDictionary()
 
 
 async def node_source(run_id: str, node_id: str, ctx: Context) -> str:

@@ -15,7 +15,6 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ToolAnnotations
 from pydantic import Field
 
-from stark_mcp.config import Device
 from stark_mcp.llm import MissingAPIKey
 from stark_mcp.orchestrator.export import ExportedKernel
 from stark_mcp.orchestrator.loop import run_search
@@ -62,7 +61,7 @@ ProblemArg = Annotated[
     str, Field(description="path to a problem .py file (or file.jsonl:LEVEL/ID), or the source itself")
 ]
 DeviceArg = Annotated[
-    Device | None, Field(description="auto, cuda or cpu (default: the server's STARK_DEVICE, else auto)")
+    str | None, Field(description="auto, cuda or cpu (default: the server's STARK_DEVICE, else auto)")
 ]
 RoleArg = Annotated[str, Field(description="plan, code or debug")]
 PlanForCode = Annotated[
