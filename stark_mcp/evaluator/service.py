@@ -31,11 +31,10 @@ from stark_mcp.evaluator.settings import BASELINE_NAMES, EvalSettings
 from stark_mcp.evaluator.static_checks import check_candidate
 from stark_mcp.evaluator.stats import timing_stats
 from stark_mcp.evaluator.workers import WorkerClient, WorkerCrashed, problem_frame
-from stark_mcp.problems import Problem, ProblemError
-from stark_mcp.problems.record import source_hash
+from stark_mcp.problems import Problem, ProblemError, source_hash
+from stark_mcp.progress import Progress
 from stark_mcp.records import Evaluation, Status, TimingStats
 
-Progress = Callable[[float, float | None, str], Awaitable[None]]
 _STEPS = {"build": 1.0, "load": 2.0, "correctness": 3.0, "timing": 4.0, "baselines": 4.5}
 _TOTAL = 5.0
 STALE_BASELINE = 0.10  # a cached compile baseline is used only if eager now agrees with eager then

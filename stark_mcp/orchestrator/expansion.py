@@ -23,12 +23,11 @@ from stark_mcp.agents import (
     Prompt,
     render_prompt,
 )
-from stark_mcp.errors import StarkError
 from stark_mcp.llm import LLMBackend, LLMCallFailed, LLMError, LLMReply, LLMRequest, MissingAPIKey
-from stark_mcp.orchestrator.service import RunService
+from stark_mcp.orchestrator.errors import ExpansionFailed
+from stark_mcp.orchestrator.run_service import RunService
 from stark_mcp.orchestrator.strategies import Strategy
-from stark_mcp.records import Usage
-from stark_mcp.store import ExchangeRecord, RunRecord
+from stark_mcp.records import ExchangeRecord, RunRecord, Usage
 from stark_mcp.tree import Selection
 
 # HTTP statuses after which another call cannot succeed without the user changing something.
@@ -36,15 +35,6 @@ _FATAL_STATUS = frozenset({401, 403})
 INTERRUPTED = "interrupted before this reply was used"
 
 OnExchange = Callable[[ExchangeRecord], Awaitable[None]]
-
-
-class ExpansionFailed(StarkError):
-    """The agents produced no candidate. ``fatal``: retrying is pointless (no key, key refused)."""
-
-    def __init__(self, message: str, *, exchange_ids: Sequence[int] = (), fatal: bool = False) -> None:
-        super().__init__(message)
-        self.exchange_ids = list(exchange_ids)
-        self.fatal = fatal
 
 
 @dataclass
@@ -163,7 +153,7 @@ async def _ask_agents(
         source, exchanges = await DebugAgent(log).run(prompt)
         await log.log(exchanges)
         return source, None  # RunService gives a debug child its parent's plan
-    node = await service.store.get_node(run.id, node_id)
+    node = await service.node(run.id, node_id)
     prompt = await _prompt(service, run, strategy, node_id, "plan", step)
     plan, exchanges = await PlanAgent(log).run(prompt, node.source)
     await log.log(exchanges)
@@ -185,7 +175,7 @@ async def _prompt(
     return render_prompt(
         role,  # type: ignore[arg-type]  # one of the four role names
         problem=run.problem, tree=await service.tree(run.id), node_id=node_id, window_ids=[],
-        device=run.device, plan=plan, focus=focus,
+        device=run.device, plan=plan, focus=focus, templates=service.templates,
     )
 
 

@@ -18,7 +18,7 @@ import re
 from pathlib import Path
 
 from stark_mcp.problems.errors import ProblemError
-from stark_mcp.problems.record import Problem
+from stark_mcp.problems.problem import Problem
 
 REQUIRED_NAMES = ("Model", "get_inputs", "get_init_inputs")
 _SELECTOR = re.compile(r"^(?P<level>\d+)/(?P<key>[^/]+)$")
@@ -70,6 +70,12 @@ def load_problem(spec: str) -> Problem:
     path_part, _, selector = spec.rpartition(":") if _looks_selected(spec) else (spec, "", "")
     path = Path(path_part).expanduser()
     if not path.exists():
+        head, colon, tail = spec.rpartition(":")
+        if colon and head and Path(head).expanduser().exists():
+            raise ProblemError(
+                f"{spec}: {head} exists but {tail!r} is not a selector; use LEVEL/ID or LEVEL/NAME, "
+                f"e.g. {head}:1/19"
+            )
         raise ProblemError(f"no such problem file or directory: {path_part}")
     if path.is_dir():
         if not selector:

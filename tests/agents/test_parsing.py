@@ -16,7 +16,8 @@ KERNEL_SPAN = CANDIDATE.replace(
 ).replace("* s; }\n", f"* s; }}\n// {END_MARK}\n")
 
 
-def plan_reply(scaffold: str, advice: str = "Fuse tanh and the scaling into one C++ loop over the tensor.") -> str:
+def plan_reply(scaffold: str,
+    advice: str = "Fuse tanh and the scaling into one C++ loop over the tensor.") -> str:
     return f"## Advice\n{advice}\n\n## Scaffold\n```python\n{scaffold}```\n"
 
 
@@ -70,8 +71,13 @@ def test_plan_reply_with_unclosed_span_is_rejected() -> None:
 
 
 def test_plan_reply_without_scaffold_block() -> None:
-    with pytest.raises(AgentError, match="no scaffold"):
+    with pytest.raises(AgentError, match="no scaffold.*heading before it is optional"):
         parse_plan_reply("## Advice\nFuse them.\n", REFERENCE)
+
+
+def test_plan_reply_needs_no_scaffold_heading() -> None:
+    parsed = parse_plan_reply(f"## Advice\nFuse them.\n\n```python\n{SCAFFOLD}```\n", REFERENCE)
+    assert parsed.advice == "Fuse them." and parsed.spans >= 1
 
 
 def test_plan_reply_without_advice() -> None:
@@ -137,7 +143,8 @@ def test_prose_reply_is_rejected() -> None:
 def test_code_blocks_handles_longer_fences_and_unclosed_tail() -> None:
     text = "````python\nprint('```')\n````\ntext\n```python\nx = 1\n"
     blocks = code_blocks(text)
-    assert [(b.lang, b.code, b.closed) for b in blocks] == [("python", "print('```')", True), ("python", "x = 1\n", False)]
+    assert [(b.lang, b.code, b.closed) for b in blocks] == [("python", "print('```')", True), ("python",
+        "x = 1\n", False)]
 
 
 def test_plan_on_the_reference_with_an_insertion_span() -> None:

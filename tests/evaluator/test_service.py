@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from stark_mcp.evaluator import EvaluatorError, Evaluator
+from stark_mcp.evaluator import Evaluator, EvaluatorError
 from stark_mcp.problems import ProblemError, load_problem
 from stark_mcp.records import Status
 from tests.evaluator.conftest import FAST, FIXTURES, fixture_text
