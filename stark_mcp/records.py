@@ -86,7 +86,9 @@ class TrustReport(BaseModel):
     reported_ms: float | None = Field(None, description="median the candidate's process reported")
     external_ms: float | None = Field(None, description="median bound from the trusted clock")
     overhead_ms: float | None = Field(None, description="protocol cost per call, calibrated on the baseline")
-    baseline_side_by_side: bool = Field(False, description="the eager baseline was re-timed in the same window")
+    baseline_side_by_side: bool = Field(
+        False, description="the eager baseline was re-timed in the same window"
+    )
     own_kernel_share: float | None = None
     defences: list[str] = Field(default_factory=list, description="the defences that ran")
     findings: list[str] = Field(default_factory=list, description="what they saw, one line each")

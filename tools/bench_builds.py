@@ -46,7 +46,7 @@ TORCH_HEADER_CU = r"""
 #include <c10/cuda/CUDAGuard.h>
 #include <cuda_runtime.h>
 
-#define CHECK_INPUT(x) TORCH_CHECK((x).is_cuda() && (x).is_contiguous(), #x " must be a contiguous CUDA tensor")
+#define CHECK_INPUT(x) TORCH_CHECK((x).is_cuda() && (x).is_contiguous(), #x " must be contiguous CUDA")
 
 template <typename scalar_t>
 __global__ void bias_gelu_kernel(const scalar_t* __restrict__ x, const scalar_t* __restrict__ bias,
@@ -122,14 +122,24 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
 
 CANDIDATES: dict[str, dict[str, Any]] = {
     "torch_header": {
-        "spec": {"name": "bench_bias_gelu", "cpp_sources": "torch::Tensor bias_gelu(torch::Tensor x, torch::Tensor bias);",
-                 "cuda_sources": TORCH_HEADER_CU, "functions": ["bias_gelu"], "extra_cuda_cflags": ["-O3"]},
+        "spec": {
+            "name": "bench_bias_gelu",
+            "cpp_sources": "torch::Tensor bias_gelu(torch::Tensor x, torch::Tensor bias);",
+            "cuda_sources": TORCH_HEADER_CU,
+            "functions": ["bias_gelu"],
+            "extra_cuda_cflags": ["-O3"],
+        },
         "call": "m.bias_gelu(torch.randn(64, 4096, device='cuda', generator=g), "
-                "torch.randn(4096, device='cuda', generator=g))",
+        "torch.randn(4096, device='cuda', generator=g))",
     },
     "fast_layout": {
-        "spec": {"name": "bench_softplus", "cpp_sources": FAST_LAYOUT_CPP, "cuda_sources": FAST_LAYOUT_CU,
-                 "no_implicit_headers": True, "extra_cuda_cflags": ["-O3"]},
+        "spec": {
+            "name": "bench_softplus",
+            "cpp_sources": FAST_LAYOUT_CPP,
+            "cuda_sources": FAST_LAYOUT_CU,
+            "no_implicit_headers": True,
+            "extra_cuda_cflags": ["-O3"],
+        },
         "call": "m.softplus_scale(torch.randn(64, 4096, device='cuda', generator=g), 0.75)",
     },
 }
@@ -153,7 +163,8 @@ if mode != "plain":
     from torch.utils.cpp_extension import load_inline
 kwargs = dict(job["spec"])
 if mode == "plain":
-    os.makedirs(job["build_dir"], exist_ok=True)  # load_inline writes its sources before it makes the directory
+    # load_inline writes its sources before it makes the directory
+    os.makedirs(job["build_dir"], exist_ok=True)
     kwargs["build_directory"] = job["build_dir"]
 t1 = time.perf_counter()
 m = load_inline(**kwargs)
@@ -162,7 +173,8 @@ if resolver is not None:
     report = resolver.last_report
     result.update(builds=resolver.builds, hits=resolver.hits,
                   steps=[s.__dict__ for s in report.steps] if report else [],
-                  fallbacks=report.fallbacks if report else [], pch_built_s=report.pch_built_seconds if report else 0)
+                  fallbacks=report.fallbacks if report else [],
+                  pch_built_s=report.pch_built_seconds if report else 0)
 if job.get("call") and torch.cuda.is_available():
     g = torch.Generator(device="cuda").manual_seed(1234)
     out = eval(job["call"])
@@ -179,13 +191,18 @@ def run_child(job: dict[str, Any], mode: str, work: Path, timeout: float) -> dic
     script = work / "child.py"
     script.write_text(CHILD)
     start = time.perf_counter()
-    done = subprocess.run([sys.executable, str(script), str(spec_path), mode, str(work / "out.pt")],
-                          capture_output=True, text=True, timeout=timeout, check=False)
+    done = subprocess.run(
+        [sys.executable, str(script), str(spec_path), mode, str(work / "out.pt")],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
     wall = time.perf_counter() - start
     lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
     if done.returncode != 0 or not lines:
         return {"mode": mode, "ok": False, "process_s": wall, "error": (done.stderr or done.stdout)[-3000:]}
-    result = json.loads(lines[-1][len("RESULT "):])
+    result = json.loads(lines[-1][len("RESULT ") :])
     result.update(ok=True, process_s=wall, out=str(work / "out.pt"))
     return result
 
@@ -223,14 +240,22 @@ def bench(args: argparse.Namespace) -> dict[str, Any]:
             if mode == "first" and pch_dir.exists():
                 continue  # the toolchain directory is made once, by the first candidate
             cache = root / label / ("cache-first" if mode == "first" else "cache")
-            job = {"spec": cand["spec"], "call": cand["call"], "evaluator_dir": str(EVALUATOR_DIR),
-                   "cache_dir": str(cache), "pch_dir": str(pch_dir),
-                   "build_dir": str(root / label / "plain-build")}
+            job = {
+                "spec": cand["spec"],
+                "call": cand["call"],
+                "evaluator_dir": str(EVALUATOR_DIR),
+                "cache_dir": str(cache),
+                "pch_dir": str(pch_dir),
+                "build_dir": str(root / label / "plain-build"),
+            }
             print(f"[{label}] {mode} ...", flush=True)
             rows[mode] = run_child(job, mode, root / label / f"run-{mode}", args.timeout)
             r = rows[mode]
-            print(f"[{label}] {mode}: load_inline {fmt(r.get('load_inline_s'))} s, ok={r['ok']}"
-                  + ("" if r["ok"] else f"\n{r.get('error', '')}"), flush=True)
+            print(
+                f"[{label}] {mode}: load_inline {fmt(r.get('load_inline_s'))} s, ok={r['ok']}"
+                + ("" if r["ok"] else f"\n{r.get('error', '')}"),
+                flush=True,
+            )
         rows["equal_outputs"] = same_output(rows["plain"], rows["ours"])
         results["candidates"][label] = rows
     if not args.keep:
@@ -239,10 +264,16 @@ def bench(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def table(results: dict[str, Any]) -> str:
-    lines = [f"TORCH_CUDA_ARCH_LIST={results['arch_list']}", "",
-             ("| candidate | plain cold s | ours cold s | ratio | target | result | cache hit s | first build s "
-              "(makes PCH) | outputs equal | ours: steps |"),
-             "|---|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        f"TORCH_CUDA_ARCH_LIST={results['arch_list']}",
+        "",
+        (
+            "| candidate | plain cold s | ours cold s | ratio | target | result | cache hit s "
+            "| first build s "
+            "(makes PCH) | outputs equal | ours: steps |"
+        ),
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for label, rows in results["candidates"].items():
         plain, ours, hit = rows["plain"], rows["ours"], rows["hit"]
         p, o = plain.get("load_inline_s"), ours.get("load_inline_s")
@@ -256,9 +287,11 @@ def table(results: dict[str, Any]) -> str:
         steps = ", ".join(f"{s['target']}:{s['variant']} {s['seconds']:.1f}s" for s in ours.get("steps", []))
         if ours.get("fallbacks"):
             steps += " [" + "; ".join(ours["fallbacks"]) + "]"
-        lines.append(f"| {label} | {fmt(p)} | {fmt(o)} | {'-' if ratio is None else f'{ratio:.2f}'} | {target} | "
-                     f"{'PASS' if ok else 'FAIL'} | {fmt(hit.get('load_inline_s'))} | {fmt(first)} | "
-                     f"{rows['equal_outputs']} | {steps} |")
+        lines.append(
+            f"| {label} | {fmt(p)} | {fmt(o)} | {'-' if ratio is None else f'{ratio:.2f}'} | {target} | "
+            f"{'PASS' if ok else 'FAIL'} | {fmt(hit.get('load_inline_s'))} | {fmt(first)} | "
+            f"{rows['equal_outputs']} | {steps} |"
+        )
     return "\n".join(lines)
 
 
@@ -270,7 +303,10 @@ def dry_run() -> int:
 
     os.environ.setdefault("TORCH_CUDA_ARCH_LIST", "9.0")
     toolchain = buildkit.Toolchain.detect()
-    print(f"torch {toolchain.torch} (CUDA {toolchain.torch_cuda}), nvcc: {toolchain.nvcc_version or 'not found'}")
+    print(
+        f"torch {toolchain.torch} (CUDA {toolchain.torch_cuda}), "
+        f"nvcc: {toolchain.nvcc_version or 'not found'}"
+    )
     print("| candidate | key | nvcc plan (host / device steps) |\n|---|---|---|")
     with tempfile.TemporaryDirectory() as tmp:
         for label, cand in CANDIDATES.items():
@@ -280,7 +316,15 @@ def dry_run() -> int:
             if toolchain.nvcc:
                 rendered = torchplan.render(request, os.path.join(tmp, label))
                 cu = next(s for s in rendered.sources if s.endswith(".cu"))
-                argv = [toolchain.nvcc, "-std=c++17", "-gencode=arch=compute_90,code=sm_90", "-c", cu, "-o", cu + ".o"]
+                argv = [
+                    toolchain.nvcc,
+                    "-std=c++17",
+                    "-gencode=arch=compute_90,code=sm_90",
+                    "-c",
+                    cu,
+                    "-o",
+                    cu + ".o",
+                ]
                 try:
                     p = nvccplan.parse_dry_run(nvccplan.dry_run(argv, os.path.join(tmp, label, "kd"), tmp))
                     plan = f"{len(p.host)} / {len(p.device)}, then the host compile"

@@ -49,8 +49,13 @@ class _Shared:
 class Evaluator:
     """Async context manager; see docs/evaluator.md for the contract."""
 
-    def __init__(self, cache_dir: Path, settings: EvalSettings | None = None,
-                 build_workers: int | None = None, hidden: list[Path] | None = None) -> None:
+    def __init__(
+        self,
+        cache_dir: Path,
+        settings: EvalSettings | None = None,
+        build_workers: int | None = None,
+        hidden: list[Path] | None = None,
+    ) -> None:
         self.cache_dir = Path(cache_dir)
         self.settings = settings or EvalSettings()
         self.prober = Prober(self.cache_dir)
@@ -109,21 +114,38 @@ class Evaluator:
         visible = [str(p) for p in getattr(problem, "import_roots", ())]
         return problem_frame(problem.hash, problem.name, path, settings.worker_dict(), visible)
 
-    async def _command(self, info: DeviceInfo, problem: Problem, settings: EvalSettings, frame: dict[str, Any],
-                       expect: set[str], timeout: float, progress: Any = None) -> dict[str, Any]:
+    async def _command(
+        self,
+        info: DeviceInfo,
+        problem: Problem,
+        settings: EvalSettings,
+        frame: dict[str, Any],
+        expect: set[str],
+        timeout: float,
+        progress: Any = None,
+    ) -> dict[str, Any]:
         """One worker command, retried once on a fresh worker if the first one crashed."""
         worker = self._worker(info)
         for attempt in (1, 2):
             try:
-                answer = await worker.command(frame, expect=expect | {"problem_error"}, timeout=timeout,
-                                              on_progress=progress, problem=self._problem_frame(problem, settings))
+                answer = await worker.command(
+                    frame,
+                    expect=expect | {"problem_error"},
+                    timeout=timeout,
+                    on_progress=progress,
+                    problem=self._problem_frame(problem, settings),
+                )
             except WorkerCrashed as exc:
                 if attempt == 2:
-                    raise EvaluatorError(f"the evaluator's worker for {info.kind} failed twice: {exc}") from None
+                    raise EvaluatorError(
+                        f"the evaluator's worker for {info.kind} failed twice: {exc}"
+                    ) from None
                 continue
             if answer.get("kind") == "problem_error":
-                raise ProblemError(f"{problem.name}: {answer.get('step')} failed: {answer.get('message')}\n"
-                                   + str(answer.get("traceback", ""))[-2000:])
+                raise ProblemError(
+                    f"{problem.name}: {answer.get('step')} failed: {answer.get('message')}\n"
+                    + str(answer.get("traceback", ""))[-2000:]
+                )
             return answer
         raise AssertionError("unreachable")
 
@@ -136,29 +158,49 @@ class Evaluator:
                 answer = await worker.load(self._problem_frame(problem, self.settings))
             except WorkerCrashed as exc:
                 if attempt == 2:
-                    raise EvaluatorError(f"the evaluator's worker for {info.kind} failed twice: {exc}") from None
+                    raise EvaluatorError(
+                        f"the evaluator's worker for {info.kind} failed twice: {exc}"
+                    ) from None
                 continue
             if answer.get("kind") == "problem_error":
-                raise ProblemError(f"{problem.name}: {answer.get('step')} failed: {answer.get('message')}\n"
-                                   + str(answer.get("traceback", ""))[-2000:])
+                raise ProblemError(
+                    f"{problem.name}: {answer.get('step')} failed: {answer.get('message')}\n"
+                    + str(answer.get("traceback", ""))[-2000:]
+                )
             return
 
     # -- baselines -----------------------------------------------------------------------------------
-    async def baselines(self, problem: Problem, device: str = "auto", which: list[str] | tuple[str, ...] | None = None,
-                        progress: Progress | None = None) -> dict[str, TimingStats]:
+    async def baselines(
+        self,
+        problem: Problem,
+        device: str = "auto",
+        which: list[str] | tuple[str, ...] | None = None,
+        progress: Progress | None = None,
+    ) -> dict[str, TimingStats]:
         info = await self._device(device)
-        entries = await self._baseline_entries(problem, info, which, self.settings, progress, time_missing=True)
+        entries = await self._baseline_entries(
+            problem, info, which, self.settings, progress, time_missing=True
+        )
         return {n: assemble.aggregate(list(per.values())) for n, per in _shape_stats(entries).items()}
 
-    async def _baseline_entries(self, problem: Problem, info: DeviceInfo, which: Any, settings: EvalSettings,
-                                progress: Progress | None, time_missing: bool,
-                                stale: set[str] = frozenset()) -> dict[str, dict[str, Any]]:  # type: ignore[assignment]
+    async def _baseline_entries(
+        self,
+        problem: Problem,
+        info: DeviceInfo,
+        which: Any,
+        settings: EvalSettings,
+        progress: Progress | None,
+        time_missing: bool,
+        stale: set[str] = frozenset(),
+    ) -> dict[str, dict[str, Any]]:  # type: ignore[assignment]
         names = list(settings.baselines if which is None else which)
         unknown = [n for n in names if n not in BASELINE_NAMES]
         if unknown:
             raise EvaluatorError(f"unknown baseline(s) {unknown}; choose from {list(BASELINE_NAMES)}")
         isolation = await self.isolation()
-        cache = BaselineCache(self.cache_dir / "baselines", self.integrity, reuse=isolation.level != "process")
+        cache = BaselineCache(
+            self.cache_dir / "baselines", self.integrity, reuse=isolation.level != "process"
+        )
         path = cache.path(problem.hash, info.name, info.torch_version, settings.timing_hash)
         lock = self._baseline_locks.setdefault(path, asyncio.Lock())
         async with lock:
@@ -172,23 +214,46 @@ class Evaluator:
                 cache.store(path, entries)
         return {n: entries[n] for n in names if n in entries}
 
-    async def _time_baseline(self, problem: Problem, info: DeviceInfo, name: str, settings: EvalSettings) -> dict[str, Any]:
-        answer = await self._command(info, problem, settings, {"cmd": "baseline", "key": problem.hash, "name": name,
-                                                               "settings": settings.worker_dict()},
-                                     {"baseline", "baseline_missing"}, settings.baseline_timeout_s + 120)
+    async def _time_baseline(
+        self, problem: Problem, info: DeviceInfo, name: str, settings: EvalSettings
+    ) -> dict[str, Any]:
+        answer = await self._command(
+            info,
+            problem,
+            settings,
+            {"cmd": "baseline", "key": problem.hash, "name": name, "settings": settings.worker_dict()},
+            {"baseline", "baseline_missing"},
+            settings.baseline_timeout_s + 120,
+        )
         if answer.get("kind") == "baseline_missing":
             return {"missing": str(answer.get("message", ""))[:3000]}
         try:
-            shapes = [{"label": str(s["label"]), "stats": timing_stats(s["samples_ms"]).model_dump(mode="json"),
-                       "eager": timing_stats(s["eager_ms"]).model_dump(mode="json")} for s in answer["shapes"]]
+            shapes = [
+                {
+                    "label": str(s["label"]),
+                    "stats": timing_stats(s["samples_ms"]).model_dump(mode="json"),
+                    "eager": timing_stats(s["eager_ms"]).model_dump(mode="json"),
+                }
+                for s in answer["shapes"]
+            ]
         except (KeyError, TypeError, ValueError) as exc:
             return {"missing": f"{name}: invalid timing answer: {exc}"}
-        return {"shapes": shapes, "mode": str(answer.get("mode", name)), "first_calls_s": answer.get("first_calls_s")}
+        return {
+            "shapes": shapes,
+            "mode": str(answer.get("mode", name)),
+            "first_calls_s": answer.get("first_calls_s"),
+        }
 
     # -- evaluation ----------------------------------------------------------------------------------
-    async def evaluate(self, problem: Problem, source: str, device: str = "auto",
-                       settings: EvalSettings | None = None, progress: Progress | None = None,
-                       use_cache: bool = True) -> Evaluation:
+    async def evaluate(
+        self,
+        problem: Problem,
+        source: str,
+        device: str = "auto",
+        settings: EvalSettings | None = None,
+        progress: Progress | None = None,
+        use_cache: bool = True,
+    ) -> Evaluation:
         s = settings or self.settings
         info = await self._device(device)
         isolation = await self.isolation()
@@ -200,7 +265,9 @@ class Evaluator:
                 return hit.model_copy(update={"cached": True})
         shared = self._inflight.get(key)
         if shared is None:
-            task = asyncio.create_task(self._evaluate_uncached(problem, source, info, s, progress, results, key))
+            task = asyncio.create_task(
+                self._evaluate_uncached(problem, source, info, s, progress, results, key)
+            )
             shared = self._inflight[key] = _Shared(task)
             task.add_done_callback(lambda _t, k=key, sh=shared: self._forget(k, sh))
         shared.waiters += 1
@@ -218,11 +285,24 @@ class Evaluator:
         if self._inflight.get(key) is shared:
             del self._inflight[key]
 
-    async def _evaluate_uncached(self, problem: Problem, source: str, info: DeviceInfo, s: EvalSettings,
-                                 progress: Progress | None, results: ResultCache, key: tuple[str, ...]) -> Evaluation:
+    async def _evaluate_uncached(
+        self,
+        problem: Problem,
+        source: str,
+        info: DeviceInfo,
+        s: EvalSettings,
+        progress: Progress | None,
+        results: ResultCache,
+        key: tuple[str, ...],
+    ) -> Evaluation:
         started = time.monotonic()
-        base = {"device": info.kind, "device_name": info.name, "problem_hash": problem.hash,
-                "source_hash": key[1], "settings_hash": s.settings_hash}
+        base = {
+            "device": info.kind,
+            "device_name": info.name,
+            "problem_hash": problem.hash,
+            "source_hash": key[1],
+            "settings_hash": s.settings_hash,
+        }
 
         async def note(message: str) -> None:
             if progress is not None:
@@ -231,11 +311,13 @@ class Evaluator:
         static = check_candidate(source)
         phase_seconds: dict[str, float] = {}
         if static.status is not None:
-            evaluation = Evaluation(status=static.status, reason=static.reason, message=static.message,
-                                    flags=static.flags, **base)
+            evaluation = Evaluation(
+                status=static.status, reason=static.reason, message=static.message, flags=static.flags, **base
+            )
         else:
-            evaluation = await self._device_evaluation(problem, source, info, s, note, static.needs_build,
-                                                       base, phase_seconds)
+            evaluation = await self._device_evaluation(
+                problem, source, info, s, note, static.needs_build, base, phase_seconds
+            )
             evaluation = evaluation.model_copy(update={"flags": static.flags + evaluation.flags})
         wall = time.monotonic() - started
         accounted = sum(evaluation.phase_seconds.values())
@@ -247,9 +329,17 @@ class Evaluator:
         await asyncio.to_thread(results.put, key, evaluation)
         return evaluation
 
-    async def _device_evaluation(self, problem: Problem, source: str, info: DeviceInfo, s: EvalSettings,
-                                 note: Callable[[str], Awaitable[None]], needs_build: bool, base: dict[str, Any],
-                                 phase_seconds: dict[str, float]) -> Evaluation:
+    async def _device_evaluation(
+        self,
+        problem: Problem,
+        source: str,
+        info: DeviceInfo,
+        s: EvalSettings,
+        note: Callable[[str], Awaitable[None]],
+        needs_build: bool,
+        base: dict[str, Any],
+        phase_seconds: dict[str, float],
+    ) -> Evaluation:
         digest = base["source_hash"]
         isolation = await self.isolation()
         deferred = False
@@ -263,8 +353,14 @@ class Evaluator:
             phase_seconds["build"] = round(time.monotonic() - t0, 3)
             if not outcome.ok:
                 assert outcome.status is not None
-                return Evaluation(status=outcome.status, reason=outcome.reason, message=outcome.message,
-                                  logs=outcome.logs, phase_seconds=phase_seconds, **base)
+                return Evaluation(
+                    status=outcome.status,
+                    reason=outcome.reason,
+                    message=outcome.message,
+                    logs=outcome.logs,
+                    phase_seconds=phase_seconds,
+                    **base,
+                )
             deferred, build_logs = outcome.deferred, outcome.logs
             build_dir = str(self.builds.directory(digest))
         source_path = self._tmp / f"candidate-{digest}.py"
@@ -273,17 +369,32 @@ class Evaluator:
         async def on_progress(frame: dict[str, Any]) -> None:
             await note(str(frame.get("phase", "")))
 
-        frame = {"cmd": "evaluate", "id": digest, "key": problem.hash, "settings": s.worker_dict(),
-                 "job": {"source_path": str(source_path), "build_dir": build_dir, "deferred": deferred,
-                         "build_in_place": isolation.level != "sandbox"}}
-        budget = (s.load_timeout_s + s.correctness_timeout_s + s.timing_timeout_s + 300
-                  + (s.build_timeout_s if deferred else 0.0))
+        frame = {
+            "cmd": "evaluate",
+            "id": digest,
+            "key": problem.hash,
+            "settings": s.worker_dict(),
+            "job": {
+                "source_path": str(source_path),
+                "build_dir": build_dir,
+                "deferred": deferred,
+                "build_in_place": isolation.level != "sandbox",
+            },
+        }
+        budget = (
+            s.load_timeout_s
+            + s.correctness_timeout_s
+            + s.timing_timeout_s
+            + 300
+            + (s.build_timeout_s if deferred else 0.0)
+        )
         t0 = time.monotonic()
         answer = await self._command(info, problem, s, frame, {"result"}, budget, on_progress)
         result = assemble.parse(answer)
         result.phase_seconds = {**phase_seconds, **result.phase_seconds}
-        result.phase_seconds["queue_and_transfer"] = round(max(0.0, time.monotonic() - t0
-                                                                - sum(assemble.parse(answer).phase_seconds.values())), 3)
+        result.phase_seconds["queue_and_transfer"] = round(
+            max(0.0, time.monotonic() - t0 - sum(assemble.parse(answer).phase_seconds.values())), 3
+        )
         if deferred:
             result.flags.append("build_deferred")
         extra: dict[str, dict[str, TimingStats]] = {}
@@ -301,22 +412,30 @@ class Evaluator:
         logs = {**build_logs, **evaluation.logs}
         return evaluation.model_copy(update={"flags": flags, "logs": logs})
 
-    async def _compile_baselines(self, problem: Problem, info: DeviceInfo, s: EvalSettings,
-                                 result: assemble.WorkerResult) -> dict[str, dict[str, TimingStats]]:
+    async def _compile_baselines(
+        self, problem: Problem, info: DeviceInfo, s: EvalSettings, result: assemble.WorkerResult
+    ) -> dict[str, dict[str, TimingStats]]:
         """Cached compile baselines, re-timed when eager then and eager now disagree."""
         names = [n for n in s.baselines if n != "eager"]
         if not names:
             return {}
-        eager_now = {sh.label: timing_stats(sh.baseline_ms).median_ms for sh in result.shapes if sh.baseline_ms}
+        eager_now = {
+            sh.label: timing_stats(sh.baseline_ms).median_ms for sh in result.shapes if sh.baseline_ms
+        }
         entries = await self._baseline_entries(problem, info, names, s, None, time_missing=True)
         stale = {n for n, e in entries.items() if not _agrees(e, eager_now)}
         if stale:
-            entries.update(await self._baseline_entries(problem, info, sorted(stale), s, None, time_missing=True,
-                                                        stale=stale))
+            entries.update(
+                await self._baseline_entries(
+                    problem, info, sorted(stale), s, None, time_missing=True, stale=stale
+                )
+            )
             for name in sorted(stale):
                 if not _agrees(entries.get(name, {}), eager_now):
-                    result.findings.append(f"{name}: the cached and re-timed figures both disagree with eager "
-                                           "measured beside the candidate by more than 10%")
+                    result.findings.append(
+                        f"{name}: the cached and re-timed figures both disagree with eager "
+                        "measured beside the candidate by more than 10%"
+                    )
         return _shape_stats(entries)
 
 

@@ -9,7 +9,15 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 BASELINE_NAMES = ("eager", "compile_default", "compile_max_autotune", "compile_max_autotune_no_cudagraphs")
 DEFAULT_BASELINES = ("eager", "compile_default", "compile_max_autotune")
-TIMING_FIELDS = ("warmup_s", "min_calls", "min_time_s", "max_time_s", "max_calls", "input_sets", "cpu_threads")
+TIMING_FIELDS = (
+    "warmup_s",
+    "min_calls",
+    "min_time_s",
+    "max_time_s",
+    "max_calls",
+    "input_sets",
+    "cpu_threads",
+)
 
 
 class EvalSettings(BaseModel):

@@ -6,8 +6,8 @@ import ast
 import re
 from dataclasses import dataclass, field
 
-from stark_mcp.records import Status
 from stark_mcp.problems.loading import top_level_names
+from stark_mcp.records import Status
 
 _BUILD_MARKERS = ("load_inline", "cpp_extension")
 _FAST_MATH = re.compile(r"""['"]-{1,2}use_fast_math['"]""")

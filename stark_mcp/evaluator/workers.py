@@ -51,17 +51,40 @@ class WorkerClient:
         out_r, out_w = os.pipe()
         self._workdir = tempfile.mkdtemp(prefix="stark-worker-")
         os.chmod(self._workdir, 0o711)
-        env = scrub_env(os.environ, {k: os.environ[k] for k in ("STARK_ISOLATION", "STARK_BWRAP",
-                                                               "STARK_SANDBOX_UID_BASE") if k in os.environ})
+        env = scrub_env(
+            os.environ,
+            {
+                k: os.environ[k]
+                for k in ("STARK_ISOLATION", "STARK_BWRAP", "STARK_SANDBOX_UID_BASE")
+                if k in os.environ
+            },
+        )
         if self.gpu_index is not None:
-            env.update(CUDA_VISIBLE_DEVICES=str(self.gpu_index), CUDA_DEVICE_ORDER="PCI_BUS_ID",
-                       STARK_GPU_INDEX=str(self.gpu_index))
+            env.update(
+                CUDA_VISIBLE_DEVICES=str(self.gpu_index),
+                CUDA_DEVICE_ORDER="PCI_BUS_ID",
+                STARK_GPU_INDEX=str(self.gpu_index),
+            )
         device = "cuda:0" if self.gpu_index is not None else "cpu"
         try:
             self.proc = await asyncio.create_subprocess_exec(
-                sys.executable, "-P", "-X", "faulthandler", "-m", WORKER_MODULE, str(in_r), str(out_w), device,
-                self._workdir, env=env, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.DEVNULL, stderr=None,
-                pass_fds=(in_r, out_w), start_new_session=True)
+                sys.executable,
+                "-P",
+                "-X",
+                "faulthandler",
+                "-m",
+                WORKER_MODULE,
+                str(in_r),
+                str(out_w),
+                device,
+                self._workdir,
+                env=env,
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.DEVNULL,
+                stderr=None,
+                pass_fds=(in_r, out_w),
+                start_new_session=True,
+            )
         finally:
             os.close(in_r)
             os.close(out_w)
@@ -69,7 +92,8 @@ class WorkerClient:
         loop = asyncio.get_running_loop()
         self._reader = asyncio.StreamReader(limit=MAX_FRAME)
         self._transport, _ = await loop.connect_read_pipe(
-            lambda: asyncio.StreamReaderProtocol(self._reader), os.fdopen(out_r, "rb", buffering=0))
+            lambda: asyncio.StreamReaderProtocol(self._reader), os.fdopen(out_r, "rb", buffering=0)
+        )
         hello = await self._recv(START_TIMEOUT_S)
         if hello is None or hello.get("kind") != "hello":
             await self.stop()
@@ -85,7 +109,7 @@ class WorkerClient:
                 pass
             try:
                 await asyncio.wait_for(self.proc.wait(), 10)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 pass
         if self._transport is not None:
             self._transport.close()
@@ -105,7 +129,7 @@ class WorkerClient:
             try:
                 self._send({"cmd": "shutdown"})
                 await asyncio.wait_for(self.proc.wait(), grace)
-            except (OSError, asyncio.TimeoutError):
+            except (TimeoutError, OSError):
                 pass
         await self.stop()
 
@@ -119,7 +143,7 @@ class WorkerClient:
         data = json.dumps(frame).encode()
         view = memoryview(_HEADER.pack(len(data)) + data)
         while view:
-            view = view[os.write(self._in_w, view):]
+            view = view[os.write(self._in_w, view) :]
 
     async def _recv(self, timeout: float | None) -> dict[str, Any] | None:
         assert self._reader is not None
@@ -140,9 +164,15 @@ class WorkerClient:
         return frame
 
     # -- commands ------------------------------------------------------------------------------------
-    async def command(self, frame: dict[str, Any], *, expect: set[str], timeout: float | None,
-                      on_progress: Callable[[dict[str, Any]], Awaitable[None]] | None = None,
-                      problem: dict[str, Any] | None = None) -> dict[str, Any]:
+    async def command(
+        self,
+        frame: dict[str, Any],
+        *,
+        expect: set[str],
+        timeout: float | None,
+        on_progress: Callable[[dict[str, Any]], Awaitable[None]] | None = None,
+        problem: dict[str, Any] | None = None,
+    ) -> dict[str, Any]:
         """Send one command (loading its problem first if needed) and return the answer frame."""
         async with self.lock:
             try:
@@ -184,15 +214,19 @@ class WorkerClient:
             self.loaded[problem["key"]] = answer
         return answer
 
-    async def _answer(self, expect: set[str], timeout: float | None,
-                      on_progress: Callable[[dict[str, Any]], Awaitable[None]] | None) -> dict[str, Any]:
+    async def _answer(
+        self,
+        expect: set[str],
+        timeout: float | None,
+        on_progress: Callable[[dict[str, Any]], Awaitable[None]] | None,
+    ) -> dict[str, Any]:
         loop = asyncio.get_running_loop()
         deadline = None if timeout is None else loop.time() + timeout
         while True:
             remaining = None if deadline is None else max(0.0, deadline - loop.time())
             try:
                 frame = await self._recv(remaining)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 raise WorkerCrashed("the worker did not answer in time") from None
             if frame is None:
                 code = self.proc.returncode if self.proc else None
@@ -209,5 +243,7 @@ class WorkerClient:
             raise WorkerCrashed(f"unexpected answer from the worker: {str(frame)[:300]}")
 
 
-def problem_frame(key: str, name: str, path: Path, settings: dict[str, Any], visible: list[str]) -> dict[str, Any]:
+def problem_frame(
+    key: str, name: str, path: Path, settings: dict[str, Any], visible: list[str]
+) -> dict[str, Any]:
     return {"key": key, "name": name, "path": str(path), "settings": settings, "visible": visible}

@@ -19,11 +19,12 @@ from stark_mcp.problems import load_problem
 from stark_mcp.records import Status
 from tests.adversarial import cases
 
-SETTINGS = EvalSettings(baselines=("eager",), trials=2, min_calls=10, min_time_s=0.002, max_time_s=0.1,
-                        load_timeout_s=90.0)
+SETTINGS = EvalSettings(
+    baselines=("eager",), trials=2, min_calls=10, min_time_s=0.002, max_time_s=0.1, load_timeout_s=90.0
+)
 pytestmark = pytest.mark.anyio
 
-ATTACK = '''
+ATTACK = """
 import glob, os, socket, sqlite3
 import torch
 import torch.nn as nn
@@ -74,7 +75,7 @@ class ModelNew(nn.Module):
 
     def forward(self, a, b):
         return torch.relu(a * self.scale + b)
-'''
+"""
 
 
 def available_levels() -> list[str]:
@@ -135,11 +136,20 @@ async def test_an_attacker_changes_nothing_outside_its_scratch(level, tmp_path, 
             first = await ev.evaluate(problem, honest, device="cpu")  # fills the caches an attacker wants
             assert first.status is Status.PASSED, first.message
             before = {**snapshot(cache), **snapshot(home), **snapshot(stark_home)}
-            targets = [str(cache / "baselines" / "forged.json"), str(cache / "results" / problem.hash / "x.json"),
-                       str(home / ".bashrc"), str(home / "secret.txt"), str(db) + "-journal",
-                       str(cache / "builds" / "other" / "x.so"), str(Path.home() / "pwned.txt")]
-            source = (ATTACK.replace("TARGET_PATHS", repr(targets)).replace("PORT_NUMBER", str(listener.port))
-                      .replace("DB_PATH", repr(str(db))))
+            targets = [
+                str(cache / "baselines" / "forged.json"),
+                str(cache / "results" / problem.hash / "x.json"),
+                str(home / ".bashrc"),
+                str(home / "secret.txt"),
+                str(db) + "-journal",
+                str(cache / "builds" / "other" / "x.so"),
+                str(Path.home() / "pwned.txt"),
+            ]
+            source = (
+                ATTACK.replace("TARGET_PATHS", repr(targets))
+                .replace("PORT_NUMBER", str(listener.port))
+                .replace("DB_PATH", repr(str(db)))
+            )
             attacked = await ev.evaluate(problem, source, device="cpu", use_cache=False)
             after_first = {**snapshot(cache), **snapshot(home), **snapshot(stark_home)}
             again = await ev.evaluate(problem, honest, device="cpu")
@@ -149,8 +159,11 @@ async def test_an_attacker_changes_nothing_outside_its_scratch(level, tmp_path, 
     assert attacked.trust is not None and attacked.trust.isolation == level
     changed = {p for p in set(before) | set(after_first) if before.get(p) != after_first.get(p)}
     # The parent itself writes the attacked evaluation's signed result into the cache: that one is expected.
-    changed = {p for p in changed if not p.startswith(str(cache / "results"))
-               or "pwned" in Path(p).read_text(errors="replace")}
+    changed = {
+        p
+        for p in changed
+        if not p.startswith(str(cache / "results")) or "pwned" in Path(p).read_text(errors="replace")
+    }
     if level == "process":
         # Same user, no walls: writes may land, but nothing the attacker wrote is ever reused.
         assert again.status is Status.PASSED and not again.cached

@@ -57,8 +57,10 @@ extern "C" int scale_launch(const float* x, float* y, int64_t n, cudaStream_t s)
 }
 """
 
-needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None and not os.environ.get("CUDA_HOME"),
-                                reason="no nvcc on this machine: CUDA compile checks need the CUDA toolkit")
+needs_nvcc = pytest.mark.skipif(
+    shutil.which("nvcc") is None and not os.environ.get("CUDA_HOME"),
+    reason="no nvcc on this machine: CUDA compile checks need the CUDA toolkit",
+)
 
 
 @pytest.fixture
@@ -86,7 +88,8 @@ def test_cpu_extension_builds_imports_computes_and_the_next_build_is_a_cache_hit
     # A fresh resolver on the same cache must not need a compiler: hide them all.
     again = buildkit.local_resolver(str(tmp_path / "cache"), env={"PATH": "/nonexistent"})
     request = ExtensionRequest.from_load_inline(
-        "stark_bk_total", TOTAL_CPP + "\n// resubmitted with a new comment\n", no_implicit_headers=True)
+        "stark_bk_total", TOTAL_CPP + "\n// resubmitted with a new comment\n", no_implicit_headers=True
+    )
     assert again(request) == os.path.dirname(module.__file__)
     assert (again.builds, again.hits) == (0, 1)
 
@@ -95,9 +98,14 @@ def test_build_errors_surface_as_torchs_runtime_error(tmp_path, installed) -> No
     from torch.utils import cpp_extension
 
     installed(buildkit.local_resolver(str(tmp_path / "cache")))
-    with pytest.raises(RuntimeError, match=r"Error building extension 'stark_bk_broken'(.|\n)*undeclared_thing"):
-        cpp_extension.load_inline(name="stark_bk_broken", cpp_sources="int f() { return undeclared_thing; }",
-                                  no_implicit_headers=True)
+    with pytest.raises(
+        RuntimeError, match=r"Error building extension 'stark_bk_broken'(.|\n)*undeclared_thing"
+    ):
+        cpp_extension.load_inline(
+            name="stark_bk_broken",
+            cpp_sources="int f() { return undeclared_thing; }",
+            no_implicit_headers=True,
+        )
     with pytest.raises(TypeError):
         cpp_extension.load_inline(name="x", cpp_sources="", not_an_argument=1)
     assert not list((tmp_path / "cache").glob("*.tmp"))  # failed work directories are removed
@@ -105,15 +113,18 @@ def test_build_errors_surface_as_torchs_runtime_error(tmp_path, installed) -> No
 
 def test_buildkit_imports_without_stark_mcp() -> None:
     """The evaluator imports it as ``buildkit`` inside sandboxes where stark_mcp is absent."""
-    code = (f"import sys; sys.path.insert(0, {str(EVALUATOR_DIR)!r}); import buildkit, buildkit.compile_main; "
-            "bad = sorted(m for m in sys.modules if m.startswith('stark_mcp')); assert not bad, bad; print('ok')")
+    code = (
+        f"import sys; sys.path.insert(0, {str(EVALUATOR_DIR)!r}); import buildkit, buildkit.compile_main; "
+        "bad = sorted(m for m in sys.modules if m.startswith('stark_mcp')); assert not bad, bad; print('ok')"
+    )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
     assert done.stdout.strip() == "ok", done.stderr
 
 
 def _cuda_request(cuda: str, name: str, **extra: object) -> ExtensionRequest:
-    return ExtensionRequest.from_load_inline(name, cpp_sources="#include <stdint.h>\n", cuda_sources=cuda,
-                                             no_implicit_headers=True, **extra)
+    return ExtensionRequest.from_load_inline(
+        name, cpp_sources="#include <stdint.h>\n", cuda_sources=cuda, no_implicit_headers=True, **extra
+    )
 
 
 @needs_nvcc
@@ -141,19 +152,26 @@ def test_cuda_parallel_steps_give_nvccs_object_byte_for_byte(tmp_path, cuda_env)
 def test_light_include_set_that_fails_falls_back_to_the_original(tmp_path, cuda_env) -> None:
     inc = tmp_path / "inc"
     inc.mkdir()
-    (inc / "bk_full.h").write_text("#pragma once\nstruct Box { float v; };\n"
-                                   "__device__ inline float unbox(Box b) { return b.v; }\n")
+    (inc / "bk_full.h").write_text(
+        "#pragma once\nstruct Box { float v; };\n__device__ inline float unbox(Box b) { return b.v; }\n"
+    )
     # Mentions ``unbox`` (in a string), so the profile does not see it as a name only the full header has.
-    (inc / "bk_light.h").write_text('#pragma once\nstruct Box { float v; };\nstatic const char* bk_names = "unbox";\n')
+    (inc / "bk_light.h").write_text(
+        '#pragma once\nstruct Box { float v; };\nstatic const char* bk_names = "unbox";\n'
+    )
     cuda = "#include <bk_full.h>\n__global__ void k(Box* b, float* y) { y[0] = unbox(b[0]); }\n"
-    report = build(_cuda_request(cuda, "stark_bk_light", extra_include_paths=[str(inc)]), str(tmp_path / "out"),
-                   link=False, pch_dir=str(tmp_path / "toolchain"), light_substitutes={"bk_full.h": "bk_light.h"})
+    report = build(
+        _cuda_request(cuda, "stark_bk_light", extra_include_paths=[str(inc)]),
+        str(tmp_path / "out"),
+        link=False,
+        pch_dir=str(tmp_path / "toolchain"),
+        light_substitutes={"bk_full.h": "bk_light.h"},
+    )
     assert report.ok, report.log
     variants = [(s.variant, s.ok) for s in report.steps if s.target == "cuda.cuda.o"]
     assert variants == [("light+parallel", False), ("parallel", True)]
     assert any("light include set did not compile" in f for f in report.fallbacks)
     assert (tmp_path / "out" / "build" / "cuda.cu").read_text() == cuda  # the original text is back
-
 
 
 @needs_nvcc
@@ -171,8 +189,12 @@ def test_compile_main_rejects_an_unusable_request(tmp_path) -> None:
     bad = tmp_path / "request.json"
     bad.write_text('{"name": "x", "cpp_sources": [1, 2]}')
     main = EVALUATOR_DIR / "buildkit" / "compile_main.py"
-    done = subprocess.run([sys.executable, str(main), str(bad), str(tmp_path / "out")], capture_output=True,
-                          text=True, check=False)
+    done = subprocess.run(
+        [sys.executable, str(main), str(bad), str(tmp_path / "out")],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert done.returncode == 2 and "unusable request" in done.stderr, shlex.join(done.args)
 
 
@@ -182,19 +204,37 @@ def test_shared_pch_is_made_once_used_by_gcc_and_ignored_when_flags_differ(tmp_p
 
     inc = tmp_path / "inc" / "bk"
     inc.mkdir(parents=True)
-    (inc / "big.h").write_text("#pragma once\n#include <map>\n#include <string>\n"
-                               "inline int bk_scale() { return BK_SCALE; }\n")
+    (inc / "big.h").write_text(
+        "#pragma once\n#include <map>\n#include <string>\ninline int bk_scale() { return BK_SCALE; }\n"
+    )
     (tmp_path / "main.cpp").write_text("#include <bk/big.h>\nint main() { return bk_scale() - 3; }\n")
-    flags = ["-isystem", str(tmp_path / "inc"), "-DBK_SCALE=3", "-DTORCH_EXTENSION_NAME=any_name", "-std=c++17"]
+    flags = [
+        "-isystem",
+        str(tmp_path / "inc"),
+        "-DBK_SCALE=3",
+        "-DTORCH_EXTENSION_NAME=any_name",
+        "-std=c++17",
+    ]
     made = pch.ensure_pch(str(tmp_path / "pch"), ["c++"], flags, "bk/big.h", [str(tmp_path / "inc")], "test")
     assert made.built_seconds is not None and made.path and os.path.getsize(made.path) > 0
-    again = pch.ensure_pch(str(tmp_path / "pch"), ["c++"], flags[:3] + ["-DTORCH_EXTENSION_NAME=other"] + flags[4:],
-                           "bk/big.h", [str(tmp_path / "inc")], "test")
+    again = pch.ensure_pch(
+        str(tmp_path / "pch"),
+        ["c++"],
+        flags[:3] + ["-DTORCH_EXTENSION_NAME=other"] + flags[4:],
+        "bk/big.h",
+        [str(tmp_path / "inc")],
+        "test",
+    )
     assert again.path == made.path and again.built_seconds is None  # the extension's name is not in the key
 
     def compile_with(extra: list[str]) -> str:
-        done = subprocess.run(["c++", *extra, *made.flags, "-H", "-c", "main.cpp", "-o", "main.o"], cwd=tmp_path,
-                              capture_output=True, text=True, check=True)
+        done = subprocess.run(
+            ["c++", *extra, *made.flags, "-H", "-c", "main.cpp", "-o", "main.o"],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            check=True,
+        )
         return done.stderr
 
     assert "! " in compile_with(flags)  # gcc -H marks a used precompiled header with "!"

@@ -35,7 +35,8 @@ SAME = [
     BASE + "\n\n\n// trailing notes\n",
     BASE.replace("\n", "\r\n"),
     BASE.replace("// doubles every element", "/* doubles\n   every element */").replace(
-        "#define SCALE(x) ((x) * 2.0f)\n\n", "#define SCALE(x) ((x) * 2.0f)\n"),
+        "#define SCALE(x) ((x) * 2.0f)\n\n", "#define SCALE(x) ((x) * 2.0f)\n"
+    ),
 ]
 
 # Each changes what is compiled, a line number, a column, or a literal: different key.
@@ -46,7 +47,9 @@ DIFFERENT = [
     BASE.replace("1'000'000", "1'000'001"),
     "\n" + BASE,
     BASE.replace("// doubles every element\n", ""),
-    BASE.replace("auto y = torch::empty_like(x);  /* output */", "/* output */ auto y = torch::empty_like(x);"),
+    BASE.replace(
+        "auto y = torch::empty_like(x);  /* output */", "/* output */ auto y = torch::empty_like(x);"
+    ),
     BASE.replace("    auto y", "  auto y"),
     BASE.replace("char q = '\"';", "char q = '\\'';"),
 ]
@@ -110,13 +113,16 @@ def test_included_files_are_fingerprinted(tmp_path, toolchain: Toolchain) -> Non
     assert request_key(request, toolchain) != before
 
 
-@pytest.mark.parametrize("text", [
-    'auto s = R"(// kept)";\n',                      # raw string
-    "int a; // comment \\\nint b;\n",                # comment continued by a backslash
-    "#error don't do that // ok\n",                  # unbalanced quote in a directive
-    "#include <odd//name.h>\n",                      # comment marker in a header name
-    "int a;\rint b; // x\n",                         # lone CR line end
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        'auto s = R"(// kept)";\n',  # raw string
+        "int a; // comment \\\nint b;\n",  # comment continued by a backslash
+        "#error don't do that // ok\n",  # unbalanced quote in a directive
+        "#include <odd//name.h>\n",  # comment marker in a header name
+        "int a;\rint b; // x\n",  # lone CR line end
+    ],
+)
 def test_sources_the_scanner_cannot_read_are_left_alone(text: str) -> None:
     assert normalize_source(text) == text
 
@@ -136,7 +142,7 @@ def test_normalized_sources_preprocess_to_the_same_tokens_and_lines(tmp_path) ->
 
 
 def test_light_rewrite_keeps_line_numbers() -> None:
-    text = "#include <cuda_runtime.h>\n  #  include \"torch/extension.h\" // all of torch\nint x;\n"
+    text = '#include <cuda_runtime.h>\n  #  include "torch/extension.h" // all of torch\nint x;\n'
     light, swapped = rewrite(text, {"torch/extension.h": "torch/types.h"})
     assert swapped == ["torch/extension.h"]
     assert light.splitlines()[1].strip().startswith("#  include <torch/types.h>")
@@ -145,7 +151,10 @@ def test_light_rewrite_keeps_line_numbers() -> None:
 
 
 def test_first_include_finds_the_header_after_comments() -> None:
-    assert first_include("// host code\n/* a\n b */\n#include <torch/extension.h>\nint x;") == "torch/extension.h"
+    assert (
+        first_include("// host code\n/* a\n b */\n#include <torch/extension.h>\nint x;")
+        == "torch/extension.h"
+    )
     assert first_include("int x;\n#include <torch/extension.h>\n") is None
     assert first_include('#include "torch/extension.h"\n') is None
 
@@ -174,12 +183,17 @@ def test_nvcc_dry_run_splits_into_host_and_device_chains() -> None:
     assert plan.final.startswith("gcc -c") and plan.module_id_file == "kd/cuda.module_id"
 
 
-@pytest.mark.parametrize("broken", [
-    DRY_RUN.replace("--gen_module_id_file ", ""),                                   # id made elsewhere
-    DRY_RUN.replace("#$ ptxas", "#$ nvlink -o x.o\n#$ ptxas"),                       # device link (rdc)
-    DRY_RUN.replace('"kd/cuda.cpp1.ii" -o "kd/cuda.ptx"', '"kd/cuda.cpp4.ii" -o "kd/cuda.ptx"'),  # reads host output
-    "\n".join(line for line in DRY_RUN.splitlines() if "cudafe++" not in line),
-])
+@pytest.mark.parametrize(
+    "broken",
+    [
+        DRY_RUN.replace("--gen_module_id_file ", ""),  # id made elsewhere
+        DRY_RUN.replace("#$ ptxas", "#$ nvlink -o x.o\n#$ ptxas"),  # device link (rdc)
+        DRY_RUN.replace(
+            '"kd/cuda.cpp1.ii" -o "kd/cuda.ptx"', '"kd/cuda.cpp4.ii" -o "kd/cuda.ptx"'
+        ),  # reads host output
+        "\n".join(line for line in DRY_RUN.splitlines() if "cudafe++" not in line),
+    ],
+)
 def test_unexpected_nvcc_steps_give_no_plan(broken: str) -> None:
     with pytest.raises(PlanUnavailable):
         parse_dry_run(broken)
@@ -190,15 +204,19 @@ def test_light_swap_is_blocked_only_where_a_dropped_name_could_be_looked_up() ->
     plain_use = "int rows = x.size(0);\nfloat acc = rows * 2;\n"
     assert blocking_names(plain_use, profile) == []
     assert blocking_names("auto m = torch::nn::Linear(4, 4);\n", profile) == ["Linear"]
-    assert blocking_names("auto y = stack(xs);\n", profile) == ["stack"]              # overloads, ADL
+    assert blocking_names("auto y = stack(xs);\n", profile) == ["stack"]  # overloads, ADL
     assert blocking_names("#if TORCH_VERSION_MAJOR > 2\n#endif\n", profile) == ["TORCH_VERSION_MAJOR"]
     assert blocking_names("#ifdef rows\n#endif\n", profile) == ["rows"]
 
 
 def test_paths_named_by_flags_are_found_even_through_nvcc_forwarding() -> None:
-    request = ExtensionRequest(name="p", extra_cflags=("-I/opt/inc", "-fplugin=/tmp/p.so"),
-                               extra_cuda_cflags=("-Xcompiler=-include,/tmp/forced.h", "-isystem /opt/sys"),
-                               extra_ldflags=("-L/opt/lib", "-Wl,-rpath,/opt/rt"), extra_include_paths=("/opt/x",))
+    request = ExtensionRequest(
+        name="p",
+        extra_cflags=("-I/opt/inc", "-fplugin=/tmp/p.so"),
+        extra_cuda_cflags=("-Xcompiler=-include,/tmp/forced.h", "-isystem /opt/sys"),
+        extra_ldflags=("-L/opt/lib", "-Wl,-rpath,/opt/rt"),
+        extra_include_paths=("/opt/x",),
+    )
     found = set(request.referenced_paths())
     assert {"/opt/inc", "/tmp/p.so", "/tmp/forced.h", "/opt/sys", "/opt/lib", "/opt/rt", "/opt/x"} <= found
 

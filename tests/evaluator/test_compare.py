@@ -5,7 +5,14 @@ import pytest
 import torch
 
 from stark_mcp.evaluator.trusted.compare import (
-    ChannelError, Contract, check_structure, check_trial, encode_reference, rel_norm, summarize, validate_tree,
+    ChannelError,
+    Contract,
+    check_structure,
+    check_trial,
+    encode_reference,
+    rel_norm,
+    summarize,
+    validate_tree,
 )
 from stark_mcp.evaluator.untrusted.outputs import describe_and_publish
 

@@ -87,8 +87,15 @@ class _Runner:
             self._slots.acquire()
         start = time.monotonic()
         try:
-            proc = subprocess.Popen(command, shell=True, executable="/bin/bash", cwd=self.cwd, env=env,
-                                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+            proc = subprocess.Popen(
+                command,
+                shell=True,
+                executable="/bin/bash",
+                cwd=self.cwd,
+                env=env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+            )
             assert proc.stdout is not None
             output = proc.stdout.read().decode(errors="replace")
             proc.stdout.close()
@@ -127,9 +134,16 @@ def default_jobs() -> int | None:
     return int(value) if value and value.isdigit() and int(value) > 0 else None
 
 
-def build(request: ExtensionRequest, out_dir: str, *, strategy: str = "fast", pch_dir: str | None = None,
-          link: bool = True, jobs: int | None = None,
-          light_substitutes: dict[str, str] | None = None) -> BuildReport:
+def build(
+    request: ExtensionRequest,
+    out_dir: str,
+    *,
+    strategy: str = "fast",
+    pch_dir: str | None = None,
+    link: bool = True,
+    jobs: int | None = None,
+    light_substitutes: dict[str, str] | None = None,
+) -> BuildReport:
     """Build ``request`` into ``out_dir`` (``<name>.so`` there) and write ``build_report.json``.
 
     ``pch_dir`` holds the shared precompiled headers and light-include profiles; without it the
@@ -149,14 +163,23 @@ def build(request: ExtensionRequest, out_dir: str, *, strategy: str = "fast", pc
     report.name = rendered.name
     if strategy == "fast":
         try:
-            outcome, steps = _build_fast(rendered, request, build_dir, pch_dir, link, jobs,
-                                         LIGHT_DEFAULT if light_substitutes is None else light_substitutes)
+            outcome, steps = _build_fast(
+                rendered,
+                request,
+                build_dir,
+                pch_dir,
+                link,
+                jobs,
+                LIGHT_DEFAULT if light_substitutes is None else light_substitutes,
+            )
             report.steps = steps
             report.ok, report.log = outcome.ok, outcome.log
             report.fallbacks += outcome.fallbacks
             report.pch_built_seconds = outcome.pch_seconds
         except (NinjaFormatError, OSError, KeyError, ValueError) as exc:
-            report.fallbacks.append(f"fast strategy unavailable ({type(exc).__name__}: {exc}); built as torch does")
+            report.fallbacks.append(
+                f"fast strategy unavailable ({type(exc).__name__}: {exc}); built as torch does"
+            )
             strategy = "plain"
             report.strategy = "plain"
             shutil.rmtree(build_dir, ignore_errors=True)
@@ -200,14 +223,30 @@ def _compile_only_plain(rendered: Rendered, build_dir: str) -> None:
     for edge in nf.edges:
         if edge.rule == "link":
             continue
-        done = subprocess.run(nf.command(edge), check=False, shell=True, executable="/bin/bash", cwd=build_dir,
-                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace")
+        done = subprocess.run(
+            nf.command(edge),
+            check=False,
+            shell=True,
+            executable="/bin/bash",
+            cwd=build_dir,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            errors="replace",
+        )
         if done.returncode != 0:
             raise RuntimeError(f"Error building extension '{rendered.name}': {done.stdout}")
 
 
-def _build_fast(rendered: Rendered, request: ExtensionRequest, build_dir: str, pch_dir: str | None, link: bool,
-                jobs: int | None, substitutes: dict[str, str]) -> tuple[_Outcome, list[StepRecord]]:
+def _build_fast(
+    rendered: Rendered,
+    request: ExtensionRequest,
+    build_dir: str,
+    pch_dir: str | None,
+    link: bool,
+    jobs: int | None,
+    substitutes: dict[str, str],
+) -> tuple[_Outcome, list[StepRecord]]:
     nf = parse(_read(write_ninja(rendered, build_dir)))
     unknown = {e.rule for e in nf.edges} - {"compile", "cuda_compile", "link"}
     if unknown:
@@ -216,12 +255,26 @@ def _build_fast(rendered: Rendered, request: ExtensionRequest, build_dir: str, p
     toolchain = Toolchain.detect()
     compiles = [e for e in nf.edges if e.rule != "link"]
     with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, len(compiles))) as pool:
-        futures = [pool.submit(_compile_cpp if e.rule == "compile" else _compile_cu, nf, e, request, runner,
-                               pch_dir, toolchain, substitutes) for e in compiles]
+        futures = [
+            pool.submit(
+                _compile_cpp if e.rule == "compile" else _compile_cu,
+                nf,
+                e,
+                request,
+                runner,
+                pch_dir,
+                toolchain,
+                substitutes,
+            )
+            for e in compiles
+        ]
         outcomes = [f.result() for f in futures]
-    merged = _Outcome(ok=all(o.ok for o in outcomes), log="\n".join(o.log for o in outcomes if not o.ok),
-                      fallbacks=[f for o in outcomes for f in o.fallbacks],
-                      pch_seconds=sum(o.pch_seconds for o in outcomes))
+    merged = _Outcome(
+        ok=all(o.ok for o in outcomes),
+        log="\n".join(o.log for o in outcomes if not o.ok),
+        fallbacks=[f for o in outcomes for f in o.fallbacks],
+        pch_seconds=sum(o.pch_seconds for o in outcomes),
+    )
     if merged.ok and link:
         for edge in (e for e in nf.edges if e.rule == "link"):
             code, out, secs = runner.run(nf.command(edge))
@@ -238,20 +291,31 @@ def _failure(target: str, command: str, output: str) -> str:
     return f"FAILED: {target}\n{command}\n{output}"
 
 
-def _compile_cpp(nf: NinjaFile, edge: Any, request: ExtensionRequest, runner: _Runner, pch_dir: str | None,
-                 toolchain: Toolchain, substitutes: dict[str, str]) -> _Outcome:
+def _compile_cpp(
+    nf: NinjaFile,
+    edge: Any,
+    request: ExtensionRequest,
+    runner: _Runner,
+    pch_dir: str | None,
+    toolchain: Toolchain,
+    substitutes: dict[str, str],
+) -> _Outcome:
     target, source = edge.outputs[0], edge.inputs[0]
     command = nf.command(edge)
     outcome = _Outcome(ok=False)
     header = pch.first_include(_read(source))
-    if pch_dir and header in pch.PCH_HEADERS and pch.user_flags_allow_pch(request.extra_cflags,
-                                                                           request.extra_include_paths):
+    if (
+        pch_dir
+        and header in pch.PCH_HEADERS
+        and pch.user_flags_allow_pch(request.extra_cflags, request.extra_include_paths)
+    ):
         compiler = shlex.split(nf.variables["cxx"])
-        words = shlex.split(command)[len(compiler):]
+        words = shlex.split(command)[len(compiler) :]
         flags = [w for w in words if w != source]
         include_dirs = _isystem_dirs(words)
-        made = pch.ensure_pch(os.path.join(pch_dir, "pch"), compiler, flags, header, include_dirs,
-                              toolchain.cxx_version)
+        made = pch.ensure_pch(
+            os.path.join(pch_dir, "pch"), compiler, flags, header, include_dirs, toolchain.cxx_version
+        )
         outcome.pch_seconds = made.built_seconds or 0.0
         if made.flags:
             code, out, secs = runner.run(command + " " + shlex.join(made.flags))
@@ -275,8 +339,15 @@ def _isystem_dirs(words: list[str]) -> list[str]:
     return [words[i + 1] for i, w in enumerate(words[:-1]) if w == "-isystem"]
 
 
-def _compile_cu(nf: NinjaFile, edge: Any, request: ExtensionRequest, runner: _Runner, pch_dir: str | None,
-                toolchain: Toolchain, substitutes: dict[str, str]) -> _Outcome:
+def _compile_cu(
+    nf: NinjaFile,
+    edge: Any,
+    request: ExtensionRequest,
+    runner: _Runner,
+    pch_dir: str | None,
+    toolchain: Toolchain,
+    substitutes: dict[str, str],
+) -> _Outcome:
     target, source = edge.outputs[0], edge.inputs[0]
     command = nf.command(edge)
     outcome = _Outcome(ok=False)
@@ -310,7 +381,9 @@ def _compile_cu(nf: NinjaFile, edge: Any, request: ExtensionRequest, runner: _Ru
                 outcome.ok = True
                 return outcome
             if variant == "light+parallel":
-                outcome.fallbacks.append(f"{target}: the light include set did not compile; built the original")
+                outcome.fallbacks.append(
+                    f"{target}: the light include set did not compile; built the original"
+                )
                 continue
             if genuine:
                 outcome.log = log
@@ -339,8 +412,15 @@ def _write(path: str, text: str) -> None:
         fh.write(text)
 
 
-def _light_blocked(original: str, swapped: list[str], substitutes: dict[str, str], argv: list[str], source: str,
-                   pch_dir: str | None, toolchain: Toolchain) -> str:
+def _light_blocked(
+    original: str,
+    swapped: list[str],
+    substitutes: dict[str, str],
+    argv: list[str],
+    source: str,
+    pch_dir: str | None,
+    toolchain: Toolchain,
+) -> str:
     if not pch_dir:
         return "no profile directory"
     pre = _preprocess_argv(argv, source)
@@ -348,7 +428,9 @@ def _light_blocked(original: str, swapped: list[str], substitutes: dict[str, str
         blob = json.dumps([pre, full, substitutes[full], toolchain.fingerprint()])
         key = hashlib.sha256(blob.encode()).hexdigest()[:24]
         try:
-            profile = light.load_or_make_profile(os.path.join(pch_dir, "light"), key, pre, full, substitutes[full])
+            profile = light.load_or_make_profile(
+                os.path.join(pch_dir, "light"), key, pre, full, substitutes[full]
+            )
         except (RuntimeError, OSError, subprocess.TimeoutExpired) as exc:
             return f"no profile: {exc}"[:300]
         clash = light.blocking_names(original, profile)
@@ -373,8 +455,9 @@ def _preprocess_argv(argv: list[str], source: str) -> list[str]:
     return out
 
 
-def _run_plan(plan: nvccplan.NvccPlan, runner: _Runner, target: str, variant: str,
-              source: str) -> tuple[bool, str, bool]:
+def _run_plan(
+    plan: nvccplan.NvccPlan, runner: _Runner, target: str, variant: str, source: str
+) -> tuple[bool, str, bool]:
     """Run both chains at once, then the host compile. Returns (ok, log, failed with a diagnostic)."""
     module_id = nvccplan.module_id_for(source, f"{time.time_ns()}:{os.getpid()}:{target}")
     with open(os.path.join(runner.cwd, plan.module_id_file), "w") as fh:
@@ -399,9 +482,13 @@ def _run_plan(plan: nvccplan.NvccPlan, runner: _Runner, target: str, variant: st
     if failed is None:
         code, out, secs = runner.run(plan.final, env)
         failed = (code, out, plan.final, secs, 0.0) if code != 0 else None
-    note = (f"host chain {host[3]:.1f} s ({host[4]:.1f} s CPU), device chain {device[3]:.1f} s "
-            f"({device[4]:.1f} s CPU), then the host compile")
-    runner.record(StepRecord(target, variant, time.monotonic() - start, failed is None, note), host[4] + device[4])
+    note = (
+        f"host chain {host[3]:.1f} s ({host[4]:.1f} s CPU), device chain {device[3]:.1f} s "
+        f"({device[4]:.1f} s CPU), then the host compile"
+    )
+    runner.record(
+        StepRecord(target, variant, time.monotonic() - start, failed is None, note), host[4] + device[4]
+    )
     if failed is None:
         return True, "", False
     code, out, cmd = failed[:3]

@@ -42,8 +42,9 @@ class BuildFailed(RuntimeError):
     """The extension did not build; the message is torch's ``Error building extension`` text."""
 
     def __init__(self, name: str, log: str) -> None:
-        super().__init__(f"Error building extension '{name}': {log}" if not log.startswith("Error building")
-                         else log)
+        super().__init__(
+            f"Error building extension '{name}': {log}" if not log.startswith("Error building") else log
+        )
         self.log = log
 
 
@@ -117,9 +118,15 @@ def load_built(request: ExtensionRequest, built: str) -> ModuleType | str:
 class LocalResolver:
     """Builds with ``compile_main.py`` in a subprocess; caches each output directory by request key."""
 
-    def __init__(self, cache_dir: str, pch_dir: str | None = None, strategy: str = "fast",
-                 timeout: float | None = None, env: dict[str, str] | None = None,
-                 python: str = sys.executable) -> None:
+    def __init__(
+        self,
+        cache_dir: str,
+        pch_dir: str | None = None,
+        strategy: str = "fast",
+        timeout: float | None = None,
+        env: dict[str, str] | None = None,
+        python: str = sys.executable,
+    ) -> None:
         self.cache_dir = os.path.abspath(cache_dir)
         self.pch_dir = pch_dir if pch_dir is not None else os.path.join(self.cache_dir, "toolchain")
         self.strategy, self.timeout, self.env, self.python = strategy, timeout, env, python
@@ -132,7 +139,12 @@ class LocalResolver:
         key = request_key(request, Toolchain.detect())
         target = os.path.join(self.cache_dir, key)
         report = _read_report(target)
-        if report is not None and report.ok and report.library and os.path.exists(os.path.join(target, report.library)):
+        if (
+            report is not None
+            and report.ok
+            and report.library
+            and os.path.exists(os.path.join(target, report.library))
+        ):
             self.hits += 1
             self.last_report = report
             return target
@@ -140,7 +152,14 @@ class LocalResolver:
         work = tempfile.mkdtemp(prefix=f"{key}.", suffix=".tmp", dir=self.cache_dir)
         with open(os.path.join(work, "request.json"), "w") as fh:
             fh.write(request.to_json())
-        cmd = [self.python, COMPILE_MAIN, os.path.join(work, "request.json"), work, "--strategy", self.strategy]
+        cmd = [
+            self.python,
+            COMPILE_MAIN,
+            os.path.join(work, "request.json"),
+            work,
+            "--strategy",
+            self.strategy,
+        ]
         if self.pch_dir:
             cmd += ["--pch-dir", self.pch_dir]
         env = dict(os.environ, **(self.env or {}))
@@ -150,7 +169,9 @@ class LocalResolver:
         self.last_report = report
         if report is None:
             shutil.rmtree(work, ignore_errors=True)
-            raise BuildFailed(request.name, f"compile_main exited with {done.returncode}: {done.stderr[-3000:]}")
+            raise BuildFailed(
+                request.name, f"compile_main exited with {done.returncode}: {done.stderr[-3000:]}"
+            )
         if not report.ok:
             shutil.rmtree(work, ignore_errors=True)
             raise BuildFailed(report.name, report.log)

@@ -30,8 +30,9 @@ _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 def _include_line(header: str) -> re.Pattern[str]:
-    return re.compile(r'^([ \t]*#[ \t]*include[ \t]*)[<"]' + re.escape(header) + r'[>"]([ \t]*(?://.*)?)$',
-                      re.MULTILINE)
+    return re.compile(
+        r'^([ \t]*#[ \t]*include[ \t]*)[<"]' + re.escape(header) + r'[>"]([ \t]*(?://.*)?)$', re.MULTILINE
+    )
 
 
 def rewrite(text: str, substitutes: dict[str, str]) -> tuple[str, list[str]]:
@@ -80,8 +81,9 @@ def profile_path(profile_dir: str, key: str) -> str:
     return os.path.join(profile_dir, f"light2-{key}.json")
 
 
-def load_or_make_profile(profile_dir: str, key: str, preprocess_argv: list[str], full: str, light: str,
-                         timeout: float = 600.0) -> Profile:
+def load_or_make_profile(
+    profile_dir: str, key: str, preprocess_argv: list[str], full: str, light: str, timeout: float = 600.0
+) -> Profile:
     """The ``Profile`` of ``full`` against ``light`` for one compiler command line, made once.
 
     ``preprocess_argv`` is the source's compile command minus its input and output; the two
@@ -97,13 +99,18 @@ def load_or_make_profile(profile_dir: str, key: str, preprocess_argv: list[str],
     return Profile(macros=frozenset(data["macros"]), names=frozenset(data["names"]))
 
 
-def _make_profile(path: str, profile_dir: str, preprocess_argv: list[str], full: str, light: str,
-                  timeout: float) -> None:
+def _make_profile(
+    path: str, profile_dir: str, preprocess_argv: list[str], full: str, light: str, timeout: float
+) -> None:
     with tempfile.TemporaryDirectory(dir=profile_dir) as tmp:
         full_macros, full_names = _preprocessed(preprocess_argv, full, tmp, timeout)
         light_macros, light_names = _preprocessed(preprocess_argv, light, tmp, timeout)
-    data = {"full": full, "light": light, "macros": sorted(full_macros - light_macros),
-            "names": sorted(full_names - light_names)}
+    data = {
+        "full": full,
+        "light": light,
+        "macros": sorted(full_macros - light_macros),
+        "names": sorted(full_names - light_names),
+    }
     fd, tmp_path = tempfile.mkstemp(dir=profile_dir, suffix=".json")
     with os.fdopen(fd, "w") as fh:
         json.dump(data, fh)
@@ -119,7 +126,9 @@ def _preprocessed(argv: list[str], header: str, tmp: str, timeout: float) -> tup
         cmd = [*argv, *extra, src, "-o", src + ".i"]
         done = subprocess.run(cmd, check=False, capture_output=True, text=True, timeout=timeout, cwd=tmp)
         if done.returncode != 0:
-            raise RuntimeError(f"preprocessing {header} failed: {shlex.join(cmd)[:300]}\n{done.stderr[-1000:]}")
+            raise RuntimeError(
+                f"preprocessing {header} failed: {shlex.join(cmd)[:300]}\n{done.stderr[-1000:]}"
+            )
         with open(src + ".i", errors="replace") as fh:
             texts.append(fh.read())
     code = "\n".join(line for line in texts[0].splitlines() if not line.startswith("#"))

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from .request import PATH_FLAGS
 
 PCH_HEADERS: tuple[str, ...] = ("torch/extension.h",)
-_FIRST_INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*<([^>]+)>')
+_FIRST_INCLUDE = re.compile(r"^[ \t]*#[ \t]*include[ \t]*<([^>]+)>")
 
 
 @dataclass
@@ -65,7 +65,9 @@ def first_include(text: str) -> str | None:
     return None
 
 
-def user_flags_allow_pch(extra_cflags: tuple[str, ...] | list[str], extra_include_paths: tuple[str, ...]) -> bool:
+def user_flags_allow_pch(
+    extra_cflags: tuple[str, ...] | list[str], extra_include_paths: tuple[str, ...]
+) -> bool:
     """The request adds no include directories, forced includes or response files of its own."""
     if extra_include_paths:
         return False
@@ -80,8 +82,9 @@ def user_flags_allow_pch(extra_cflags: tuple[str, ...] | list[str], extra_includ
 
 def pch_key(compiler_words: list[str], flags: list[str], header_path: str, compiler_version: str) -> str:
     st = os.stat(header_path)
-    blob = "\0".join([*compiler_words, *flags, header_path, str(st.st_size), str(st.st_mtime_ns),
-                      compiler_version])
+    blob = "\0".join(
+        [*compiler_words, *flags, header_path, str(st.st_size), str(st.st_mtime_ns), compiler_version]
+    )
     return hashlib.sha256(blob.encode()).hexdigest()[:24]
 
 
@@ -110,8 +113,15 @@ def find_header(header: str, include_dirs: list[str]) -> str | None:
     return None
 
 
-def ensure_pch(pch_root: str, compiler_words: list[str], compile_flags: list[str], header: str,
-               include_dirs: list[str], compiler_version: str, timeout: float = 900.0) -> PchResult:
+def ensure_pch(
+    pch_root: str,
+    compiler_words: list[str],
+    compile_flags: list[str],
+    header: str,
+    include_dirs: list[str],
+    compiler_version: str,
+    timeout: float = 900.0,
+) -> PchResult:
     """Make (once) or find the ``.gch`` of ``header`` for these flags; return the flags that use it."""
     header_path = find_header(header, include_dirs)
     if header_path is None:
@@ -140,8 +150,16 @@ def exclusive(lock_path: str) -> Iterator[None]:
             fcntl.flock(fh, fcntl.LOCK_UN)
 
 
-def _make(use: list[str], compiler_words: list[str], flags: list[str], header: str, header_path: str, gch: str,
-          directory: str, timeout: float) -> PchResult:
+def _make(
+    use: list[str],
+    compiler_words: list[str],
+    flags: list[str],
+    header: str,
+    header_path: str,
+    gch: str,
+    directory: str,
+    timeout: float,
+) -> PchResult:
     fd, tmp = tempfile.mkstemp(dir=os.path.dirname(gch), suffix=".gch.tmp")
     os.close(fd)
     start = time.monotonic()

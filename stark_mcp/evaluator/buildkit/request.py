@@ -23,9 +23,30 @@ KEY_VERSION = "buildkit-1"
 # Flags that name files or directories whose content the compile reads. ``-I dir`` and ``-Idir``
 # both occur; the value is the next argument when the flag stands alone.
 # Plugins, wrappers and tool directories (-fplugin, -wrapper, -B) name files the compiler runs.
-PATH_FLAGS = ("-I", "-isystem", "-iquote", "-idirafter", "-iprefix", "-iwithprefix", "-include", "-imacros", "-L",
-               "--include-path", "--library-path", "--sysroot", "-isysroot", "-specs", "--pre-include", "-ccbin",
-               "--compiler-bindir", "-Xlinker", "-Wl,", "-fplugin", "-wrapper", "-B")
+PATH_FLAGS = (
+    "-I",
+    "-isystem",
+    "-iquote",
+    "-idirafter",
+    "-iprefix",
+    "-iwithprefix",
+    "-include",
+    "-imacros",
+    "-L",
+    "--include-path",
+    "--library-path",
+    "--sysroot",
+    "-isysroot",
+    "-specs",
+    "--pre-include",
+    "-ccbin",
+    "--compiler-bindir",
+    "-Xlinker",
+    "-Wl,",
+    "-fplugin",
+    "-wrapper",
+    "-B",
+)
 _FINGERPRINT_LIMIT = 20_000  # files under the directories one request names; more and it is not cached
 
 
@@ -58,11 +79,16 @@ class ExtensionRequest:
     def load_inline_kwargs(self) -> dict[str, Any]:
         """Keyword arguments for the real ``load_inline`` (``functions`` as the docstring dict)."""
         kwargs: dict[str, Any] = {
-            "name": self.name, "cpp_sources": list(self.cpp_sources), "cuda_sources": list(self.cuda_sources),
+            "name": self.name,
+            "cpp_sources": list(self.cpp_sources),
+            "cuda_sources": list(self.cuda_sources),
             "functions": None if self.functions is None else dict(self.functions),
-            "extra_cflags": list(self.extra_cflags), "extra_cuda_cflags": list(self.extra_cuda_cflags),
-            "extra_ldflags": list(self.extra_ldflags), "extra_include_paths": list(self.extra_include_paths),
-            "with_cuda": self.with_cuda, "is_python_module": self.is_python_module,
+            "extra_cflags": list(self.extra_cflags),
+            "extra_cuda_cflags": list(self.extra_cuda_cflags),
+            "extra_ldflags": list(self.extra_ldflags),
+            "extra_include_paths": list(self.extra_include_paths),
+            "with_cuda": self.with_cuda,
+            "is_python_module": self.is_python_module,
             "with_pytorch_error_handling": self.with_pytorch_error_handling,
         }
         if self.no_implicit_headers:
@@ -81,8 +107,14 @@ class ExtensionRequest:
         unknown = sorted(set(data) - known)
         if unknown:
             raise ValueError(f"unknown request fields: {', '.join(unknown)}")
-        for key in ("cpp_sources", "cuda_sources", "extra_cflags", "extra_cuda_cflags", "extra_ldflags",
-                    "extra_include_paths"):
+        for key in (
+            "cpp_sources",
+            "cuda_sources",
+            "extra_cflags",
+            "extra_cuda_cflags",
+            "extra_ldflags",
+            "extra_include_paths",
+        ):
             if key in data:
                 data[key] = _strings(data[key], key)
         if data.get("functions") is not None:
@@ -90,11 +122,22 @@ class ExtensionRequest:
         return cls(**data)
 
     @classmethod
-    def from_load_inline(cls, name: str, cpp_sources: Any, cuda_sources: Any = None, functions: Any = None,
-                         extra_cflags: Any = None, extra_cuda_cflags: Any = None, extra_ldflags: Any = None,
-                         extra_include_paths: Any = None, with_cuda: bool | None = None,
-                         is_python_module: bool = True, with_pytorch_error_handling: bool = True,
-                         no_implicit_headers: bool = False, **_ignored: Any) -> ExtensionRequest:
+    def from_load_inline(
+        cls,
+        name: str,
+        cpp_sources: Any,
+        cuda_sources: Any = None,
+        functions: Any = None,
+        extra_cflags: Any = None,
+        extra_cuda_cflags: Any = None,
+        extra_ldflags: Any = None,
+        extra_include_paths: Any = None,
+        with_cuda: bool | None = None,
+        is_python_module: bool = True,
+        with_pytorch_error_handling: bool = True,
+        no_implicit_headers: bool = False,
+        **_ignored: Any,
+    ) -> ExtensionRequest:
         """Build a request from ``load_inline``'s arguments, with its own conversions of str and list."""
         if functions is not None:
             if isinstance(functions, str):
@@ -104,16 +147,20 @@ class ExtensionRequest:
             if not isinstance(functions, dict):
                 raise ValueError(f"Expected 'functions' to be a list or dict, but was {type(functions)}")
             functions = tuple((str(k), str(v)) for k, v in functions.items())
-        return cls(name=str(name), cpp_sources=_strings(cpp_sources, "cpp_sources"),
-                   cuda_sources=_strings(cuda_sources, "cuda_sources"), functions=functions,
-                   extra_cflags=_strings(extra_cflags, "extra_cflags"),
-                   extra_cuda_cflags=_strings(extra_cuda_cflags, "extra_cuda_cflags"),
-                   extra_ldflags=_strings(extra_ldflags, "extra_ldflags"),
-                   extra_include_paths=_strings(extra_include_paths, "extra_include_paths"),
-                   with_cuda=None if with_cuda is None else bool(with_cuda),
-                   is_python_module=bool(is_python_module),
-                   with_pytorch_error_handling=bool(with_pytorch_error_handling),
-                   no_implicit_headers=bool(no_implicit_headers))
+        return cls(
+            name=str(name),
+            cpp_sources=_strings(cpp_sources, "cpp_sources"),
+            cuda_sources=_strings(cuda_sources, "cuda_sources"),
+            functions=functions,
+            extra_cflags=_strings(extra_cflags, "extra_cflags"),
+            extra_cuda_cflags=_strings(extra_cuda_cflags, "extra_cuda_cflags"),
+            extra_ldflags=_strings(extra_ldflags, "extra_ldflags"),
+            extra_include_paths=_strings(extra_include_paths, "extra_include_paths"),
+            with_cuda=None if with_cuda is None else bool(with_cuda),
+            is_python_module=bool(is_python_module),
+            with_pytorch_error_handling=bool(with_pytorch_error_handling),
+            no_implicit_headers=bool(no_implicit_headers),
+        )
 
     def referenced_paths(self) -> list[str]:
         """Files and directories named by include paths and flags: their content is part of the build."""
@@ -144,7 +191,7 @@ def _paths_in_flags(flags: tuple[str, ...]) -> list[str]:
     for word in list(words):
         for prefix in ("-Xcompiler=", "--compiler-options=", "-Xlinker=", "--linker-options="):
             if word.startswith(prefix):
-                words += word[len(prefix):].split(",")
+                words += word[len(prefix) :].split(",")
     paths = []
     for i, word in enumerate(words):
         if word.startswith("@"):
@@ -153,7 +200,7 @@ def _paths_in_flags(flags: tuple[str, ...]) -> list[str]:
             if word == prefix and i + 1 < len(words):
                 paths.append(words[i + 1])
             elif word.startswith(prefix) and len(word) > len(prefix):
-                rest = word[len(prefix):].lstrip("=")
+                rest = word[len(prefix) :].lstrip("=")
                 paths += [p for p in rest.split(",") if p.startswith("/")] if prefix == "-Wl," else [rest]
     return paths
 
@@ -189,11 +236,14 @@ class Toolchain:
         nvcc = _nvcc_path()
         env_keys = ("CC", "CXX", "PYTORCH_NVCC", "CUDA_HOME")
         return cls(
-            torch=str(torch.__version__), torch_cuda=torch.version.cuda,
+            torch=str(torch.__version__),
+            torch_cuda=torch.version.cuda,
             python=f"{sys.implementation.cache_tag}-{sys.version_info[0]}.{sys.version_info[1]}",
             platform=f"{platform.system()}-{platform.machine()}",
-            cxx=cxx, cxx_version=_tool_version((cxx, "--version")),
-            nvcc=nvcc, nvcc_version=_tool_version((nvcc, "--version")) if nvcc else None,
+            cxx=cxx,
+            cxx_version=_tool_version((cxx, "--version")),
+            nvcc=nvcc,
+            nvcc_version=_tool_version((nvcc, "--version")) if nvcc else None,
             cuda_arch_list=os.environ.get("TORCH_CUDA_ARCH_LIST"),
             cxx11_abi=getattr(torch._C, "_GLIBCXX_USE_CXX11_ABI", None),
             torch_include=os.path.join(os.path.dirname(os.path.abspath(ce.__file__)), "..", "include"),

@@ -92,7 +92,13 @@ def render(request: ExtensionRequest, src_dir: str) -> Rendered:
         raise RenderError("load_inline did not reach its build step")
     write_params = set(inspect.signature(ce._write_ninja_file_and_build_library).parameters)
     build_kwargs = {k: v for k, v in captured.items() if k in write_params}
-    for key in ("extra_cflags", "extra_cuda_cflags", "extra_sycl_cflags", "extra_ldflags", "extra_include_paths"):
+    for key in (
+        "extra_cflags",
+        "extra_cuda_cflags",
+        "extra_sycl_cflags",
+        "extra_ldflags",
+        "extra_include_paths",
+    ):
         if key in write_params and build_kwargs.get(key) is None:
             build_kwargs[key] = []
     build_kwargs["verbose"] = False

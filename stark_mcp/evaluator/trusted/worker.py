@@ -33,11 +33,11 @@ from stark_mcp.evaluator.sandbox.cgroups import remove_own, sweep_stale
 from stark_mcp.evaluator.sandbox.env import scrub_env
 from stark_mcp.evaluator.sandbox.launch import JailSpec, Mount, inside_path
 from stark_mcp.evaluator.sandbox.levels import detect
+from stark_mcp.evaluator.trusted import timing
 from stark_mcp.evaluator.trusted.driver import DeviceTools, Driver
 from stark_mcp.evaluator.trusted.problem import LoadedProblem, ProblemFailure
 from stark_mcp.evaluator.trusted.runners import RunnerDied, RunnerHandle, RunnerTimeout
 from stark_mcp.evaluator.trusted.session import InfraError, Session
-from stark_mcp.evaluator.trusted import timing
 
 GPU_SPIN_S = 0.005  # spin this long before sleeping on a doorbell: wake-ups inside the bracket cost us
 # ~100 us of GPU sleep (at boost clock), launched first thing after GO: the runner's Python (views,
@@ -63,8 +63,11 @@ PIN_MIN_CORES = 8  # GPU machines with this many cores pin the worker and the ru
 # mmap threshold adapts to a process's history, so a fresh candidate process pays page faults on every
 # output allocation that the long-lived baseline process no longer pays (measured: 0.35 to 2.6 ms for
 # the same 1 MB elementwise op), which is unfair timing and breaks the overhead calibration.
-ALLOCATOR_ENV = {"MALLOC_MMAP_THRESHOLD_": str(32 << 20), "MALLOC_TRIM_THRESHOLD_": str(1 << 30),
-                 "MALLOC_TOP_PAD_": str(64 << 20)}
+ALLOCATOR_ENV = {
+    "MALLOC_MMAP_THRESHOLD_": str(32 << 20),
+    "MALLOC_TRIM_THRESHOLD_": str(1 << 30),
+    "MALLOC_TOP_PAD_": str(64 << 20),
+}
 
 
 def json_key(settings: dict[str, Any]) -> str:
@@ -84,8 +87,9 @@ def _chown_tree(path: str, uid: int | None) -> None:
 
 
 class Spare:
-    def __init__(self, runner: RunnerHandle, folder: str, job: str, build: str, visible: list[str],
-                 settings_key: str) -> None:
+    def __init__(
+        self, runner: RunnerHandle, folder: str, job: str, build: str, visible: list[str], settings_key: str
+    ) -> None:
         self.runner, self.folder, self.job, self.build = runner, folder, job, build
         self.visible, self.settings_key = visible, settings_key
 
@@ -138,7 +142,9 @@ class Worker:
             env.update(TORCH_EXTENSIONS_DIR=inside, TRITON_CACHE_DIR=os.path.join(inside, "triton"))
         roots = [p for p in self.visible if p]
         if roots:
-            env["PYTHONPATH"] = os.pathsep.join(roots + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
+            env["PYTHONPATH"] = os.pathsep.join(
+                roots + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else [])
+            )
         cpus = None
         count = os.cpu_count() or 1
         if not self.cuda and threads > 0:
@@ -148,8 +154,15 @@ class Worker:
             # Each side of a GPU timing handshake spins on a core of its own: the worker on 0, the
             # baseline runner on 1, candidate runners on 2 (builders stay off 0-2).
             cpus = [1] if name == "baseline" else [2]
-        return JailSpec(argv=[], env=env, name=name, gpu=self.gpu_index if self.cuda else None, cpus=cpus,
-                        hidden=list(self.hidden), visible=list(self.visible))
+        return JailSpec(
+            argv=[],
+            env=env,
+            name=name,
+            gpu=self.gpu_index if self.cuda else None,
+            cpus=cpus,
+            hidden=list(self.hidden),
+            visible=list(self.visible),
+        )
 
     # -- commands ------------------------------------------------------------------------------------
     def load(self, cmd: dict[str, Any]) -> None:
@@ -171,7 +184,9 @@ class Worker:
             self._size_check(problem)
         except ProblemFailure as fail:
             shutil.rmtree(job_dir, ignore_errors=True)
-            self.send({"kind": "problem_error", "step": fail.step, "message": fail.message, "traceback": fail.tb})
+            self.send(
+                {"kind": "problem_error", "step": fail.step, "message": fail.message, "traceback": fail.tb}
+            )
             return
         torch.save(problem.init, os.path.join(job_dir, "init.pt"))
         os.chmod(job_dir, 0o755)
@@ -179,8 +194,12 @@ class Worker:
         self.send(self._loaded(problem))
 
     def _loaded(self, problem: LoadedProblem) -> dict[str, Any]:
-        return {"kind": "loaded", "shapes": [s.label for s in problem.shapes], "fp64": problem.model64 is not None,
-                "fp64_note": problem.fp64_note}
+        return {
+            "kind": "loaded",
+            "shapes": [s.label for s in problem.shapes],
+            "fp64": problem.model64 is not None,
+            "fp64_note": problem.fp64_note,
+        }
 
     def _size_check(self, problem: LoadedProblem) -> None:
         """Refuse up front what cannot fit; drop the float64 reference (flagged) when only it does not.
@@ -190,8 +209,11 @@ class Worker:
         the inputs, outputs and weights again."""
         inputs = max([s.input_bytes for s in problem.shapes] + [problem.planned_input_bytes])
         outputs = max([s.output_bytes for s in problem.shapes] + [0])
-        params = sum(p.numel() * p.element_size() for p in problem.model.parameters()) \
-            if isinstance(problem.model, torch.nn.Module) else 0
+        params = (
+            sum(p.numel() * p.element_size() for p in problem.model.parameters())
+            if isinstance(problem.model, torch.nn.Module)
+            else 0
+        )
         slots = self._slots_for(inputs)
         need = 2 * (slots * inputs + outputs) + 2 * (outputs + params) + (inputs + outputs + params)
         fp64 = 2 * (inputs + outputs + params)
@@ -201,14 +223,19 @@ class Worker:
             return
         gib = 1 << 30
         if need > MEMORY_SHARE * total:
-            raise ProblemFailure("memory", f"the problem needs about {need / gib:.1f} GiB of {where} memory "
-                                 f"(inputs {inputs / gib:.2f} GiB, outputs {outputs / gib:.2f} GiB, parameters "
-                                 f"{params / gib:.2f} GiB, copied for the reference, the baseline and the "
-                                 f"candidate) and the device has {total / gib:.1f} GiB")
+            raise ProblemFailure(
+                "memory",
+                f"the problem needs about {need / gib:.1f} GiB of {where} memory "
+                f"(inputs {inputs / gib:.2f} GiB, outputs {outputs / gib:.2f} GiB, parameters "
+                f"{params / gib:.2f} GiB, copied for the reference, the baseline and the "
+                f"candidate) and the device has {total / gib:.1f} GiB",
+            )
         if problem.model64 is not None and outputs and need + fp64 > MEMORY_SHARE * total:
             problem.model64 = None
-            problem.fp64_note = (f"the float64 reference was skipped: it needs {fp64 / gib:.1f} GiB more than "
-                                 f"the {total / gib:.1f} GiB of {where} memory allow")
+            problem.fp64_note = (
+                f"the float64 reference was skipped: it needs {fp64 / gib:.1f} GiB more than "
+                f"the {total / gib:.1f} GiB of {where} memory allow"
+            )
 
     def _slots(self, problem: LoadedProblem) -> int:
         return self._slots_for(max(s.input_bytes for s in problem.shapes))
@@ -218,8 +245,13 @@ class Worker:
         total = torch.cuda.get_device_properties(self.device).total_memory if self.cuda else _host_memory()
         return 2 if not total or 8 * inputs < 0.2 * total else 1
 
-    def baseline_driver(self, state: ProblemState, settings: dict[str, Any], compile_mode: str | None = None,
-                        timeout: float = 300.0) -> Driver:
+    def baseline_driver(
+        self,
+        state: ProblemState,
+        settings: dict[str, Any],
+        compile_mode: str | None = None,
+        timeout: float = 300.0,
+    ) -> Driver:
         runner = RunnerHandle(f"baseline {compile_mode or 'eager'}", self.device, _spin(self.cuda))
         spec = self.jail_spec("baseline", settings)
         mount = Mount(state.job_dir, "/tmp/job")
@@ -227,20 +259,33 @@ class Worker:
         runner.start(spec, self.info)
         driver = Driver(state.problem, runner, self.tools, self._slots(state.problem))
         inside = inside_path(self.info.level, mount)
-        setup = {"mode": "reference", "device": self.device, "module_path": f"{inside}/problem.py",
-                 "init_path": f"{inside}/init.pt", "shapes": driver.shapes_setup(), "compile": compile_mode,
-                 "timing": {"sleep_cycles": int(_session_settings(settings, self.cuda)["sleep_cycles"]),
-                            "spin_s": _spin(self.cuda)},
-                 "threads": int(settings.get("cpu_threads", 1)), "poison": False,
-                 "sys_path": self.visible}
+        setup = {
+            "mode": "reference",
+            "device": self.device,
+            "module_path": f"{inside}/problem.py",
+            "init_path": f"{inside}/init.pt",
+            "shapes": driver.shapes_setup(),
+            "compile": compile_mode,
+            "timing": {
+                "sleep_cycles": int(_session_settings(settings, self.cuda)["sleep_cycles"]),
+                "spin_s": _spin(self.cuda),
+            },
+            "threads": int(settings.get("cpu_threads", 1)),
+            "poison": False,
+            "sys_path": self.visible,
+        }
         try:
             frame = runner.setup(setup, driver.regions(), timeout)
         except (RunnerDied, RunnerTimeout) as exc:
             driver.close()
-            raise InfraError(f"the baseline runner did not start: {exc}; {runner.log.text(1500) if runner.log else ''}")
+            raise InfraError(
+                f"the baseline runner did not start: {exc}; {runner.log.text(1500) if runner.log else ''}"
+            ) from None
         if frame.get("kind") != "ready":
             driver.close()
-            raise ProblemFailure("baseline", str(frame.get("message", frame))[:2000], str(frame.get("traceback", "")))
+            raise ProblemFailure(
+                "baseline", str(frame.get("message", frame))[:2000], str(frame.get("traceback", ""))
+            )
         return driver
 
     def eager(self, state: ProblemState, settings: dict[str, Any]) -> Driver:
@@ -272,7 +317,11 @@ class Worker:
     def _take_spare(self, settings: dict[str, Any]) -> Spare:
         while self.spares:
             spare = self.spares.pop(0)
-            if spare.runner.alive() and spare.visible == self.visible and spare.settings_key == json_key(settings):
+            if (
+                spare.runner.alive()
+                and spare.visible == self.visible
+                and spare.settings_key == json_key(settings)
+            ):
                 return spare
             spare.discard()
         return self._spawn_spare(settings)
@@ -309,20 +358,41 @@ class Worker:
             inside_job = "/tmp/job" if level == "sandbox" else spare.job
             baseline = self.eager(state, settings)
             baseline.bracket_after_inputs = bool(settings["bracket_after_inputs"])
-            session = Session(state.problem, baseline, self.tools, settings,
-                              lambda phase: self.send({"kind": "progress", "id": eval_id, "phase": phase}))
+            session = Session(
+                state.problem,
+                baseline,
+                self.tools,
+                settings,
+                lambda phase: self.send({"kind": "progress", "id": eval_id, "phase": phase}),
+            )
             setup_s = time.monotonic() - started
-            result = session.run(spare.runner, {
-                "job": inside_job, "slots": self._slots(state.problem), "deferred": bool(job.get("deferred")),
-                "env": {"TORCH_EXTENSIONS_DIR": inside_build, "TRITON_CACHE_DIR": f"{inside_build}/triton",
-                        **self.arch_env},
-                "sys_path": self.visible})
+            result = session.run(
+                spare.runner,
+                {
+                    "job": inside_job,
+                    "slots": self._slots(state.problem),
+                    "deferred": bool(job.get("deferred")),
+                    "env": {
+                        "TORCH_EXTENSIONS_DIR": inside_build,
+                        "TRITON_CACHE_DIR": f"{inside_build}/triton",
+                        **self.arch_env,
+                    },
+                    "sys_path": self.visible,
+                },
+            )
             result["phase_seconds"]["worker_setup"] = round(setup_s, 3)
             result.update(kind="result", id=eval_id, isolation=level, isolation_note=self.info.note)
             self.send(result)
         except ProblemFailure as fail:
-            self.send({"kind": "problem_error", "id": eval_id, "step": fail.step, "message": fail.message,
-                       "traceback": fail.tb})
+            self.send(
+                {
+                    "kind": "problem_error",
+                    "id": eval_id,
+                    "step": fail.step,
+                    "message": fail.message,
+                    "traceback": fail.tb,
+                }
+            )
         except InfraError as exc:
             self.send({"kind": "infra_error", "id": eval_id, "message": str(exc)})
         finally:
@@ -335,8 +405,11 @@ class Worker:
         name = str(cmd["name"])
         state = self.problems[str(cmd["key"])]
         settings = _session_settings(cmd["settings"], self.cuda)
-        modes = {"compile_default": "default", "compile_max_autotune": "max-autotune",
-                 "compile_max_autotune_no_cudagraphs": "max-autotune-no-cudagraphs"}
+        modes = {
+            "compile_default": "default",
+            "compile_max_autotune": "max-autotune",
+            "compile_max_autotune_no_cudagraphs": "max-autotune-no-cudagraphs",
+        }
         if name == "eager":
             self.send({"kind": "baseline", "name": name, **self._time_eager(state, settings)})
             return
@@ -359,20 +432,36 @@ class Worker:
             for shape in range(len(state.problem.shapes)):
                 mode_s, eager_s = timing.Samples(), timing.Samples()
                 spent, t0 = 0, time.monotonic()
-                while spent < int(settings["min_calls"]) or time.monotonic() - t0 < float(settings["min_time_s"]):
+                while spent < int(settings["min_calls"]) or time.monotonic() - t0 < float(
+                    settings["min_time_s"]
+                ):
                     for drv, samples in ((eager, eager_s), (driver, mode_s)):
                         made = drv.call(shape, timeout)
                         samples.add(made.outcome.reported_ns, made.outcome.bracket_ns)
                     spent += 1
                     if spent >= 3 and time.monotonic() - t0 > float(settings["max_time_s"]):
                         break
-                shapes.append({"label": state.problem.shapes[shape].label, "samples_ms": mode_s.reported_ms,
-                               "eager_ms": eager_s.reported_ms})
-            self.send({"kind": "baseline", "name": name, "shapes": shapes, "first_calls_s": round(first, 3),
-                       "mode": modes[name]})
+                shapes.append(
+                    {
+                        "label": state.problem.shapes[shape].label,
+                        "samples_ms": mode_s.reported_ms,
+                        "eager_ms": eager_s.reported_ms,
+                    }
+                )
+            self.send(
+                {
+                    "kind": "baseline",
+                    "name": name,
+                    "shapes": shapes,
+                    "first_calls_s": round(first, 3),
+                    "mode": modes[name],
+                }
+            )
         except (ProblemFailure, InfraError, RunnerDied, RunnerTimeout) as exc:
             log = driver.runner.log.text(1500) if driver is not None and driver.runner.log else ""
-            self.send({"kind": "baseline_missing", "name": name, "message": f"{name} failed: {exc}\n{log}"[:3000]})
+            self.send(
+                {"kind": "baseline_missing", "name": name, "message": f"{name} failed: {exc}\n{log}"[:3000]}
+            )
         finally:
             if driver is not None:
                 driver.close()
@@ -386,13 +475,19 @@ class Worker:
             samples = timing.Samples()
             t0 = time.monotonic()
             while len(samples.reported_ms) < int(settings["min_calls"]) or time.monotonic() - t0 < float(
-                    settings["min_time_s"]):
+                settings["min_time_s"]
+            ):
                 made = eager.call(shape, timeout)
                 samples.add(made.outcome.reported_ns, made.outcome.bracket_ns)
                 if len(samples.reported_ms) >= 3 and time.monotonic() - t0 > float(settings["max_time_s"]):
                     break
-            shapes.append({"label": state.problem.shapes[shape].label, "samples_ms": samples.reported_ms,
-                           "eager_ms": samples.reported_ms})
+            shapes.append(
+                {
+                    "label": state.problem.shapes[shape].label,
+                    "samples_ms": samples.reported_ms,
+                    "eager_ms": samples.reported_ms,
+                }
+            )
         return {"shapes": shapes, "mode": "eager"}
 
     def _memory_settled(self, timeout: float = 10.0) -> None:
@@ -416,8 +511,14 @@ class Worker:
             try:
                 getattr(self, str(cmd["cmd"]))(cmd)
             except Exception as exc:  # noqa: BLE001 - report, keep serving
-                self.send({"kind": "infra_error", "id": cmd.get("id"), "message": f"{type(exc).__name__}: {exc}",
-                           "traceback": traceback.format_exc()[-4000:]})
+                self.send(
+                    {
+                        "kind": "infra_error",
+                        "id": cmd.get("id"),
+                        "message": f"{type(exc).__name__}: {exc}",
+                        "traceback": traceback.format_exc()[-4000:],
+                    }
+                )
         for state in self.problems.values():
             if state.baseline is not None:
                 state.baseline.close()
@@ -471,8 +572,16 @@ def main(argv: list[str]) -> None:
     if info.cgroup:
         sweep_stale(info.cgroup)
     worker = Worker(out_fd, device, workdir)
-    frames.send(out_fd, {"kind": "hello", "device": device, "isolation": worker.info.level,
-                         "isolation_note": worker.info.note, "pid": os.getpid()})
+    frames.send(
+        out_fd,
+        {
+            "kind": "hello",
+            "device": device,
+            "isolation": worker.info.level,
+            "isolation_note": worker.info.note,
+            "pid": os.getpid(),
+        },
+    )
     worker.serve(in_fd)
 
 

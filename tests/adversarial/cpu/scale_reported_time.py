@@ -26,8 +26,6 @@ class ModelNew(nn.Module):
     def __init__(self, scale: float) -> None:
         super().__init__()
         self.scale = scale
-        import types
-        runner = None
         self.patched = False
 
     def forward(self, a, b):

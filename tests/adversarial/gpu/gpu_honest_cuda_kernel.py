@@ -5,7 +5,6 @@ Problem: gpu_relu_add
 Expect: passed
 """
 
-import torch
 import torch.nn as nn
 from torch.utils.cpp_extension import load_inline
 
