@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -10,6 +11,8 @@ from typing import Any
 import anyio
 import pytest
 from mcp import Client, MCPError
+
+from stark_mcp.report.html import decode_run
 
 from .support import MODES, PROBLEM, anchored_plan, make_server, ok, source
 
@@ -97,6 +100,7 @@ async def test_resources(seeded: Seeded, mode: str) -> None:
             "stark://runs/{run_id}/nodes/{node_id}/source": "text/x-python",
             "stark://runs/{run_id}/nodes/{node_id}/logs": "text/plain",
             "stark://runs/{run_id}/best": "text/x-python",
+            "stark://runs/{run_id}/report.html": "text/html",
         }
 
         async def read(uri: str) -> tuple[str, str | None]:
@@ -132,8 +136,17 @@ async def test_resources(seeded: Seeded, mode: str) -> None:
         exec(compile(best, "best.py", "exec"), namespace)
         assert "ModelNew" in namespace and "_stark_self_check" in namespace
 
+        page, mime = await read(f"stark://runs/{run_id}/report.html")
+        assert mime == "text/html" and page.startswith("<!DOCTYPE html>")
+        blob = re.search(rf'<script type="application/octet-stream" id="run-{run_id}">([^<]+)</script>', page)
+        assert blob is not None
+        viewed = decode_run(blob.group(1))
+        assert [n["id"] for n in viewed["nodes"]] == ["n0", seeded.passed_id, seeded.failed_id]
+        assert viewed["nodes"][1]["source"] == source("cand_clamp") and viewed["nodes"][1]["plan"]
+
         for uri in (f"stark://runs/r-nothere/tree", f"stark://runs/{run_id}/nodes/n42/source",
-                    f"stark://runs/{run_id}/nodes/n42/logs", "stark://runs/r-nothere/best"):
+                    f"stark://runs/{run_id}/nodes/n42/logs", "stark://runs/r-nothere/best",
+                    "stark://runs/r-nothere/report.html"):
             with pytest.raises(MCPError):
                 await client.read_resource(uri)
 
