@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 
 from stark_mcp.bench import BenchError, BenchPlan, BenchSpec, plan_bench, run_bench
-from stark_mcp.bench.files import open_manifest, read_results, write_results
+from stark_mcp.bench.files import open_manifest, read_results, run_document_path, write_results
 from stark_mcp.bench.progress import BenchEvent, BenchProgressState, eta_seconds, format_duration
 from stark_mcp.bench.rows import ResultRow
 from stark_mcp.bench.runner import _exclusive
@@ -21,7 +22,7 @@ from stark_mcp.report.errors import ReportError
 from stark_mcp.report.writer import write_bench_report
 
 from .conftest import FAST
-from .replies import PROBLEMS
+from .replies import PROBLEMS, RELU_FUSED, RELU_WRONG, code_reply
 
 BROKEN = Path(__file__).resolve().parents[1] / "fixtures" / "cpu" / "problem_inputs_raise.py"
 
@@ -126,3 +127,30 @@ async def test_resuming_against_another_database_is_refused_before_anything_is_r
     with pytest.raises(BenchError, match=r"runs that are not in the database .*\(r-elsewhere\); resume with"):
         await run_bench(service, plan, ScriptedBackend())
     assert read_results(out) == [row]
+
+
+async def test_cancelling_mid_pair_keeps_that_pairs_row_and_document(
+    service: RunService, tmp_path: Path
+) -> None:
+    plan = _plan(tmp_path, PROBLEMS).model_copy(deep=True)
+    plan.pairs = plan.pairs[:1]  # scaled_relu:sampling alone
+    plan.spec.budget = 2  # room to be cut short after its first attempt
+    backend = ScriptedBackend([code_reply(RELU_WRONG), code_reply(RELU_FUSED)])
+    task: asyncio.Task[object] | None = None
+
+    async def cancel_after_the_first_attempt(event: BenchEvent) -> None:
+        if event.search is not None and event.search.kind == "recorded":
+            assert task is not None
+            task.cancel()
+
+    task = asyncio.ensure_future(run_bench(service, plan, backend, progress=cancel_after_the_first_attempt))
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    (row,) = read_results(plan.spec.out)
+    assert (row.pair, row.status, row.complete, [a.status for a in row.attempts]) == (
+        "scaled_relu:sampling",
+        "interrupted",
+        False,
+        ["wrong_output"],
+    )
+    assert row.wall_s > 0 and run_document_path(plan.spec.out, row.run_id).exists()
