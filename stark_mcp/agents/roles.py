@@ -95,7 +95,8 @@ class PlanAgent(_Agent):
     role = "plan"
 
     def __init__(
-        self, backend: LLMBackend, *, max_attempts: int = 3, max_tokens: int | None = None, anchored: bool = True
+        self, backend: LLMBackend, *, max_attempts: int = 3, max_tokens: int | None = None,
+        anchored: bool = True,
     ) -> None:
         super().__init__(backend, max_attempts=max_attempts, max_tokens=max_tokens)
         self.anchored = anchored

@@ -119,9 +119,8 @@ def jsonl_records(path: Path) -> Iterator[tuple[int, int, str, str]]:
 
 def jsonl_problem(path: Path, level: int, problem_id: int, name: str, code: str, label: str) -> Problem:
     check_source(code, label)
-    return Problem(
-        name=name, source=code, origin=f"{path.resolve()}:{level}/{problem_id}", level=level, problem_id=problem_id,
-    )
+    origin = f"{path.resolve()}:{level}/{problem_id}"
+    return Problem(name=name, source=code, origin=origin, level=level, problem_id=problem_id)
 
 
 def _from_jsonl(path: Path, selector: str, spec: str) -> Problem:
