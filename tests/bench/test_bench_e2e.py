@@ -12,8 +12,10 @@ from pathlib import Path
 
 import pytest
 from PIL import Image
+from typer.testing import CliRunner
 
 from stark_mcp.bench.files import read_results
+from stark_mcp.cli import app
 from stark_mcp.report.html import decode_run
 
 from .conftest import CLI, BenchRun, cli_env
@@ -195,12 +197,11 @@ def test_report_of_one_run_writes_its_viewer_and_plot(bench_run: BenchRun, tmp_p
     assert [n["id"] for n in decode_run(parser.scripts[f"run-{run_id}"])["nodes"]] == ["n0", "n1", "n2"]
     with Image.open(tmp_path / "one" / "attempts.png") as image:
         image.verify()
-    missing = subprocess.run(
-        [*CLI, "report", "r-nosuch"],
-        env=cli_env(bench_run.home),
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=120,
-    )
-    assert missing.returncode == 2 and "no run 'r-nosuch'" in missing.stderr
+    # Bad targets, in process (no interpreter to start): each says what is wrong and exits 2.
+    runner = CliRunner()
+    for target, message in (
+        ("r-nosuch", "no run 'r-nosuch'"),
+        (str(tmp_path / "x.txt"), "neither a benchmark"),
+    ):
+        result = runner.invoke(app, ["report", target], env={"STARK_HOME": str(bench_run.home)})
+        assert result.exit_code == 2 and message in result.output, result.output

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import random
+
 import pytest
 
 from stark_mcp.llm import ScriptedBackend
@@ -10,7 +12,7 @@ from stark_mcp.orchestrator.service import RunService
 from stark_mcp.orchestrator.strategies import ABLATIONS, STRATEGIES, get_strategy
 from stark_mcp.problems import problem_from_source
 from stark_mcp.records import Action, Status
-from stark_mcp.tree import BEGIN_MARK
+from stark_mcp.tree import BEGIN_MARK, Tree, context_window, recent_window
 
 from .replies import CLAMPED, CRASH, FIXED, FUSED, PROBLEM, code_reply, plan_reply
 
@@ -63,25 +65,24 @@ async def test_no_anchors_plans_are_advice_only_and_the_coder_gets_no_scaffold(s
 
 async def test_no_windows_shows_every_role_the_latest_attempts(service: RunService) -> None:
     # eps=1 forces the path root -> plan (crash) -> debug (fixed) -> plan of the fix, as in the e2e test.
-    bodies = {}
-    for strategy in ("stark", "no_windows"):
-        run_id = await _run(service, strategy, 3, eps=1.0)
-        backend = ScriptedBackend()
-        backend.enqueue(plan_reply(PROBLEM), plan_reply(FIXED, "Use clamp instead of relu."), role="plan")
-        backend.enqueue(code_reply(CRASH), code_reply(CLAMPED), role="code")
-        backend.enqueue(code_reply(FIXED), role="debug")
-        await run_search(service, run_id, backend)
-        nodes = await service.store.nodes(run_id)
-        assert [(n.id, n.parent_id, n.action) for n in nodes][1:] == [
-            ("n1", "n0", Action.PLAN),
-            ("n2", "n1", Action.DEBUG),
-            ("n3", "n2", Action.PLAN),
-        ]
-        bodies[strategy] = backend.requests[3].body  # the plan agent at n2
-    # STARK's plan window for n2 (its children and the leaderboard outside its subtree) is empty;
-    # the fixed window holds the latest attempts, here the crashed n1.
-    assert "### Attempt n1 " not in bodies["stark"]
-    assert "### Attempt n1 (planned change, parent: n0)" in bodies["no_windows"]
+    run_id = await _run(service, "no_windows", 3, eps=1.0)
+    backend = ScriptedBackend()
+    backend.enqueue(plan_reply(PROBLEM), plan_reply(FIXED, "Use clamp instead of relu."), role="plan")
+    backend.enqueue(code_reply(CRASH), code_reply(CLAMPED), role="code")
+    backend.enqueue(code_reply(FIXED), role="debug")
+    await run_search(service, run_id, backend)
+    nodes = await service.store.nodes(run_id)
+    assert [(n.id, n.parent_id, n.action) for n in nodes][1:] == [
+        ("n1", "n0", Action.PLAN),
+        ("n2", "n1", Action.DEBUG),
+        ("n3", "n2", Action.PLAN),
+    ]
+    # When n2 was planned, STARK's plan window for it (its children, and the leaderboard outside
+    # its subtree) was empty; the fixed window holds the latest attempts, here the crashed n1.
+    before = Tree(nodes[:3])
+    assert context_window(before, "n2", "plan", random.Random(0)) == []
+    assert recent_window(before, "n2") == ["n1"]
+    assert "### Attempt n1 (planned change, parent: n0)" in backend.requests[3].body  # the plan agent at n2
 
 
 async def test_no_search_samples_from_the_root_with_the_roles_and_their_history(service: RunService) -> None:
