@@ -68,8 +68,6 @@ def open_manifest(out: Path, plan: BenchPlan) -> Manifest:
                 "options it was started with to resume it, or give a new --out"
             )
         return manifest
-    if out.exists() and not out.is_dir():
-        raise BenchError(f"--out {out} is a file, not a folder")
     manifest = Manifest(
         bench_id=f"b-{secrets.token_hex(4)}",
         created_at=time.time(),

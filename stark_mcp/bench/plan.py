@@ -93,7 +93,14 @@ def pair_seed(seed: int, pair_id: str) -> int:
     return int.from_bytes(digest[:4], "big") & 0x7FFFFFFF
 
 
+def bench_eval_settings(baselines: list[str], overrides: dict[str, Any] | None = None) -> EvalSettings:
+    """The evaluator's settings from ``--baselines`` and ``--eval-settings`` (ValueError if invalid)."""
+    return EvalSettings(**{"baselines": tuple(baselines), **(overrides or {})})
+
+
 def plan_bench(spec: BenchSpec) -> BenchPlan:
+    if spec.out.exists() and not spec.out.is_dir():
+        raise BenchError(f"--out {spec.out} is a file, not a folder")
     if not 1 <= spec.budget <= MAX_BUDGET:
         raise BenchError(f"--budget must be between 1 and {MAX_BUDGET}, got {spec.budget}")
     if spec.parallel < 1:

@@ -173,7 +173,7 @@ def bench(
     from rich.console import Console
 
     from stark_mcp.bench import BenchSpec, plan_bench
-    from stark_mcp.evaluator import EvalSettings
+    from stark_mcp.bench.plan import bench_eval_settings
     from stark_mcp.llm import backend_from_settings
     from stark_mcp.report.writer import write_bench_report
 
@@ -196,12 +196,16 @@ def bench(
             device=device,
             parallel=parallel,
             out=out,
-            eval_settings=EvalSettings(**{"baselines": tuple(_names(baselines)), **extra}),
+            eval_settings=bench_eval_settings(_names(baselines), extra),
         )
         plan = plan_bench(spec)
         # Before anything slow: without a key this fails here, saying how to set one.
         backend = backend_from_settings(spec.backend, model=spec.model)
-    except (ValueError, ValidationError) as exc:
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first["loc"])
+        raise _fail(f"invalid {where}: {first['msg']}") from None
+    except ValueError as exc:
         raise _fail(str(exc)) from None
     except StarkError as exc:
         raise _fail(str(exc)) from None

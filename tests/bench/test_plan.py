@@ -6,10 +6,12 @@ import json
 from pathlib import Path
 
 import pytest
+from typer.testing import CliRunner
 
 from stark_mcp.bench import BenchError, BenchSpec, plan_bench
 from stark_mcp.bench.files import open_manifest, read_manifest
 from stark_mcp.bench.selection import select_problems
+from stark_mcp.cli import app
 from stark_mcp.evaluator import EvalSettings
 from stark_mcp.orchestrator.errors import InvalidInput
 from stark_mcp.problems import ProblemError
@@ -136,6 +138,12 @@ def test_bad_options_are_refused_before_any_work(
     assert not (tmp_path / "out").exists()
 
 
+def test_an_out_that_is_a_file_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "out").write_text("not a folder")
+    with pytest.raises(BenchError, match="is a file, not a folder"):
+        plan_bench(_spec(tmp_path))
+
+
 def test_a_folder_holding_another_benchmark_is_refused(tmp_path: Path) -> None:
     out = tmp_path / "out"
     out.mkdir()
@@ -144,3 +152,24 @@ def test_a_folder_holding_another_benchmark_is_refused(tmp_path: Path) -> None:
     with pytest.raises(BenchError, match=r"differs in: budget, strategies\).*options it was started with"):
         open_manifest(out, plan_bench(_spec(tmp_path, budget=3, strategies=["stark"])))
     assert read_manifest(out) == first
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        (["--baselines", "eager,bogus"], "invalid baselines: Value error, unknown baseline(s) ['bogus']"),
+        (["--eval-settings", '{"trials": 0}'], "invalid trials: Input should be greater than or equal to 1"),
+        (["--levels", "one"], "--levels takes level numbers"),
+        (["--ablate", "memory"], "unknown --ablate component(s) memory"),
+    ],
+)
+def test_the_command_refuses_bad_options_in_one_line_before_any_work(
+    tmp_path: Path, options: list[str], message: str
+) -> None:
+    result = CliRunner().invoke(
+        app,
+        ["bench", str(PROBLEMS), "--out", str(tmp_path / "out"), *options],
+        env={"STARK_HOME": str(tmp_path / "home"), "STARK_LLM": "scripted:/nonexistent"},
+    )
+    assert result.exit_code == 2 and f"error: {message}" in result.output, result.output
+    assert not (tmp_path / "out").exists() and not (tmp_path / "home").exists()
