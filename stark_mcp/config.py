@@ -22,6 +22,7 @@ from stark_mcp.errors import StarkError
 
 Device = Literal["auto", "cpu", "cuda"]
 DEVICES: tuple[str, ...] = get_args(Device)
+Isolation = Literal["auto", "sandbox", "uid", "process"]
 LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
 MODEL_ROLES = ("plan", "code", "debug", "generalist")
 
@@ -37,6 +38,9 @@ VARIABLES: dict[str, str] = {
     "prices": "STARK_PRICES",
     "prompts_dir": "STARK_PROMPTS_DIR",
     "mcp_token": "STARK_MCP_TOKEN",
+    "isolation": "STARK_ISOLATION",
+    "bwrap": "STARK_BWRAP",
+    "sandbox_uid_base": "STARK_SANDBOX_UID_BASE",
 }
 ROLE_MODEL_PREFIX = "STARK_MODEL_"
 
@@ -65,6 +69,13 @@ class Settings(BaseModel):
     prices: Path | None = Field(None, description="JSON price file overriding the built-in prices")
     prompts_dir: Path | None = Field(None, description="folder of prompt templates overriding ours")
     mcp_token: SecretStr | None = Field(None, description="bearer token the HTTP server demands")
+    isolation: Isolation = Field(
+        "auto", description="wall around candidates: auto (the strongest possible), sandbox, uid or process"
+    )
+    bwrap: Path | None = Field(None, description="bubblewrap binary for the sandbox level (default: on PATH)")
+    sandbox_uid_base: int = Field(
+        61000, ge=1000, le=2**31 - 1024, description="first of 512 uids candidates run as (as root)"
+    )
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -75,8 +86,9 @@ class Settings(BaseModel):
         }
         if "log_level" in values:
             values["log_level"] = str(values["log_level"]).strip().upper()
-        if "device" in values:
-            values["device"] = str(values["device"]).strip().lower()
+        for lowered in ("device", "isolation"):
+            if lowered in values:
+                values[lowered] = str(values[lowered]).strip().lower()
         roles = {role: env.get(ROLE_MODEL_PREFIX + role.upper(), "").strip() for role in MODEL_ROLES}
         values["role_models"] = {role: model for role, model in roles.items() if model}
         try:

@@ -87,6 +87,35 @@ class ModelNew(nn.Module):
 """
 
 
+Row = tuple[str, str, str, bool | None]
+
+
+def spread(values: list[float]) -> float:
+    """(max - min) / median: how far apart repeated measurements of one thing land."""
+    return (max(values) - min(values)) / statistics.median(values)
+
+
+def agreement_row(label: str, ours_ms: float, theirs_ms: float) -> Row:
+    """Ours against do_bench; the 2% target applies only to ops of 50 us or more (below that the
+    launch floor dominates both clocks), and smaller ones are reported without a verdict."""
+    ratio = ours_ms / theirs_ms
+    if theirs_ms < AGREEMENT_MIN_MS:
+        return (label, f"{ours_ms:.4f} / {theirs_ms:.4f} ms = {ratio:.3f}", "(under 50 us: reported)", None)
+    return (
+        label,
+        f"{ours_ms:.4f} / {theirs_ms:.4f} ms = {ratio:.3f}",
+        f"within {AGREEMENT_TARGET:.0%}",
+        abs(ratio - 1) <= AGREEMENT_TARGET,
+    )
+
+
+def markdown_table(rows: list[Row]) -> str:
+    lines = ["| measurement | value | target | |", "|---|---|---|---|"]
+    for name, value, target, ok in rows:
+        lines.append(f"| {name} | {value} | {target} | {'PASS' if ok else 'FAIL' if ok is False else ''} |")
+    return "\n".join(lines)
+
+
 def log(message: str) -> None:
     print(f"[bench {time.strftime('%H:%M:%S')}] {message}", flush=True)
 
@@ -107,7 +136,7 @@ async def evaluate(ev: Any, n: int, settings: Any) -> Any:
     return await ev.evaluate(problem, CANDIDATE, device="cuda", settings=settings, use_cache=False)
 
 
-async def run(results: dict[str, Any], rows: list[tuple[str, str, str, bool | None]]) -> None:
+async def run(results: dict[str, Any], rows: list[Row]) -> None:
     from stark_mcp.evaluator import EvalSettings, Evaluator
 
     settings = EvalSettings(baselines=("eager",), max_time_s=1.0)
@@ -128,16 +157,7 @@ async def run(results: dict[str, Any], rows: list[tuple[str, str, str, bool | No
                 "trust": e.trust.model_dump() if e.trust else None,
             }
             for what, a, b in (("candidate", ours, theirs), ("eager", base, theirs_ref)):
-                ratio = a / b
-                gated = b >= AGREEMENT_MIN_MS
-                rows.append(
-                    (
-                        f"{label} {what}: ours / do_bench",
-                        f"{a:.4f} / {b:.4f} ms = {ratio:.3f}",
-                        f"within {AGREEMENT_TARGET:.0%}" if gated else "(under 50 us: reported)",
-                        abs(ratio - 1) <= AGREEMENT_TARGET if gated else None,
-                    )
-                )
+                rows.append(agreement_row(f"{label} {what}: ours / do_bench", a, b))
             log(
                 f"{label}: ours {ours:.4f} do_bench {theirs:.4f}; eager {base:.4f} vs {theirs_ref:.4f}; "
                 f"overhead {e.trust.overhead_ms if e.trust else None} ms; wall {wall:.1f} s"
@@ -150,14 +170,14 @@ async def run(results: dict[str, Any], rows: list[tuple[str, str, str, bool | No
             medians.append(e.runtime.median_ms)
             work = e.phase_seconds.get("correctness", 0) + e.phase_seconds.get("timing", 0)
             fixed.append(walls[-1] - work)
-        spread = (max(medians) - min(medians)) / statistics.median(medians)
-        results["spread"] = {"medians_ms": medians, "spread": spread}
+        apart = spread(medians)
+        results["spread"] = {"medians_ms": medians, "spread": apart}
         rows.append(
             (
                 "spread of 5 medians (medium)",
-                f"{spread:.2%}",
+                f"{apart:.2%}",
                 f"<= {SPREAD_TARGET:.0%}",
-                spread <= SPREAD_TARGET,
+                apart <= SPREAD_TARGET,
             )
         )
         results["reeval"] = {"walls_s": walls, "fixed_s": fixed}
@@ -178,7 +198,7 @@ async def run(results: dict[str, Any], rows: list[tuple[str, str, str, bool | No
             )
         )
         log(
-            f"spread {spread:.2%}; re-evaluation walls {[round(w, 2) for w in walls]}, fixed "
+            f"spread {apart:.2%}; re-evaluation walls {[round(w, 2) for w in walls]}, fixed "
             f"{[round(f, 2) for f in fixed]}"
         )
         from stark_mcp.problems import problem_from_source
@@ -222,17 +242,17 @@ async def run(results: dict[str, Any], rows: list[tuple[str, str, str, bool | No
             statistics.median(jail_ms) < JAIL_START_TARGET_MS,
         )
     )
+    from stark_mcp.evaluator.sandbox.levels import SandboxPolicy
+
     by_level = {}
     for level in ("sandbox", "process"):
-        os.environ["STARK_ISOLATION"] = level
-        from stark_mcp.evaluator.sandbox import levels
-
-        levels.detect(refresh=True)
-        async with Evaluator(Path(tempfile.mkdtemp(prefix=f"stark-bench-{level}-")), settings) as ev:
+        policy = SandboxPolicy(level)
+        async with Evaluator(
+            Path(tempfile.mkdtemp(prefix=f"stark-bench-{level}-")), settings, policy=policy
+        ) as ev:
             runs = [await evaluate(ev, SIZES["medium"], settings) for _ in range(3)]
         by_level[level] = statistics.median(r.runtime.median_ms for r in runs)
         log(f"level {level}: {[r.runtime.median_ms for r in runs]}")
-    os.environ.pop("STARK_ISOLATION", None)
     ratio = by_level["sandbox"] / by_level["process"]
     results["levels"] = by_level
     rows.append(
@@ -268,18 +288,16 @@ def main() -> int:
     parser.add_argument("--dry-run", action="store_true", help="no GPU: jail start-up only")
     args = parser.parse_args()
     results: dict[str, Any] = {}
-    rows: list[tuple[str, str, str, bool | None]] = []
+    rows: list[Row] = []
     if args.dry_run:
         ms = jail_startup_ms(5)
         rows.append(("jail start-up (median of 5)", f"{statistics.median(ms):.1f} ms", "< 50 ms", None))
     else:
         asyncio.run(run(results, rows))
-    table = ["| measurement | value | target | |", "|---|---|---|---|"]
-    for name, value, target, ok in rows:
-        table.append(f"| {name} | {value} | {target} | {'PASS' if ok else 'FAIL' if ok is False else ''} |")
-    print("\n" + "\n".join(table))
+    table = markdown_table(rows)
+    print("\n" + table)
     if args.markdown:
-        args.markdown.write_text("\n".join(table) + "\n")
+        args.markdown.write_text(table + "\n")
     if args.json:
         args.json.write_text(json.dumps({"results": results, "rows": rows}, indent=1, default=str))
     return 0 if all(ok is not False for *_, ok in rows) else 1

@@ -21,6 +21,7 @@ _PY_LANGS = ("python", "py", "python3", "")
 # A fence opens a block only at the start of a line; the info string names the language.
 _FENCE = re.compile(r"^[ \t]{0,3}(`{3,}|~{3,})[ \t]*([\w+.-]*)[^\n]*$", re.MULTILINE)
 _HEADER = re.compile(r"^[ \t]{0,3}#{1,6}[ \t]*(advice|scaffold|plan)\b[^\n]*$", re.IGNORECASE | re.MULTILINE)
+ADVICE_HEADER = re.compile(r"^[ \t]{0,3}#{1,6}[ \t]*(advice|plan)\b[^\n]*$", re.IGNORECASE | re.MULTILINE)
 
 
 @dataclass(frozen=True)
@@ -81,6 +82,20 @@ def parse_plan_reply(reply_text: str, base_source: str) -> PlanReply:
     anchored = validate_plan(scaffold, base_source)
     return PlanReply(advice=advice, scaffold=scaffold, spans=len(anchored.spans),
         text=plan_text(advice, scaffold))
+
+
+def parse_advice_reply(reply_text: str) -> PlanReply:
+    """An advice-only plan (the no-anchors ablation): the reply's prose, without code blocks."""
+    blocks = code_blocks(reply_text)
+    if blocks:
+        raise AgentError(
+            "the reply has a code block: give only the advice, as a short paragraph under '## Advice'; "
+            "the coder writes the code"
+        )
+    advice = ADVICE_HEADER.sub("", reply_text).strip()
+    if not advice:
+        raise AgentError("the reply has no advice: write a short paragraph under '## Advice'")
+    return PlanReply(advice=advice, scaffold="", spans=0, text=f"## Advice\n{advice}\n")
 
 
 def split_plan_text(plan_text: str) -> tuple[str, str]:

@@ -15,7 +15,7 @@ from pydantic import BaseModel, PrivateAttr
 
 from stark_mcp.agents.errors import AgentError
 from stark_mcp.agents.observations import execution_result, render_observations
-from stark_mcp.agents.parsing import split_plan_text
+from stark_mcp.agents.parsing import ADVICE_HEADER, split_plan_text
 from stark_mcp.agents.templates import PromptTemplates, packaged
 from stark_mcp.llm import LLMRequest
 from stark_mcp.problems import Problem
@@ -120,11 +120,16 @@ def render_entry(node: Node, templates: PromptTemplates) -> str:
 def _advice_of(node: Node) -> str:
     if not node.plan:
         return "none recorded."
+    return _advice_text(node.plan) or "see the marked regions of its scaffold."
+
+
+def _advice_text(plan: str) -> str:
+    """The advice of a plan with a scaffold, or of an advice-only plan (no-anchors ablation)."""
     try:
-        advice, _ = split_plan_text(node.plan)
+        advice, _ = split_plan_text(plan)
     except AgentError:
-        advice = node.plan.strip()
-    return advice or "see the marked regions of its scaffold."
+        advice = ADVICE_HEADER.sub("", plan).strip()
+    return advice
 
 
 def render_prompt(
@@ -138,12 +143,15 @@ def render_prompt(
     plan: str | None = None,
     focus: str | None = None,
     templates: PromptTemplates | None = None,
+    anchored: bool = True,
 ) -> Prompt:
     """The prompt for ``role`` acting on node ``node_id`` with the given context window.
 
     ``plan`` (advice and anchored scaffold) is required for ``code``; ``focus`` (one of
     ``PLAN_FOCI`` or the caller's own theme) applies to ``plan`` and ``generalist``.
     ``templates`` default to the packaged set (a run's own come from ``STARK_PROMPTS_DIR``).
+    ``anchored=False`` (the no-anchors ablation): the plan role is asked for advice only
+    (``plan_advice.md``) and the code role gets that advice without a scaffold (``code_advice.md``).
     """
     templates = templates or packaged()
     if role not in ROLE_NAMES:
@@ -156,7 +164,10 @@ def render_prompt(
     root = tree.root
 
     latest = render_entry(node, templates)
-    if role == "code":
+    if role == "code" and not anchored:
+        assert plan is not None
+        latest += "\n\n" + templates.fill("advice.md", advice=_advice_text(plan))
+    elif role == "code":
         assert plan is not None
         advice, scaffold = split_plan_text(plan)
         latest += "\n\n" + templates.fill(
@@ -169,7 +180,7 @@ def render_prompt(
 
     status = node.status.value if node.status is not None else "not evaluated"
     instruction = templates.fill(
-        f"{role}.md",
+        f"{role}_advice.md" if not anchored and role in ("plan", "code") else f"{role}.md",
         node_id=node.id,
         begin=BEGIN_MARK,
         end=END_MARK,

@@ -26,7 +26,7 @@ from stark_mcp.evaluator.errors import EvaluatorError
 from stark_mcp.evaluator.integrity import Integrity
 from stark_mcp.evaluator.probe import DeviceInfo, Prober
 from stark_mcp.evaluator.sandbox.cgroups import remove_own, sweep_stale
-from stark_mcp.evaluator.sandbox.levels import IsolationInfo, detect
+from stark_mcp.evaluator.sandbox.levels import IsolationInfo, IsolationUnavailable, SandboxPolicy, detect
 from stark_mcp.evaluator.settings import BASELINE_NAMES, EvalSettings
 from stark_mcp.evaluator.static_checks import check_candidate
 from stark_mcp.evaluator.stats import timing_stats
@@ -55,8 +55,10 @@ class Evaluator:
         settings: EvalSettings | None = None,
         build_workers: int | None = None,
         hidden: list[Path] | None = None,
+        policy: SandboxPolicy | None = None,
     ) -> None:
         self.cache_dir = Path(cache_dir)
+        self.policy = policy or SandboxPolicy()
         self.settings = settings or EvalSettings()
         self.prober = Prober(self.cache_dir)
         self.integrity = Integrity(self.cache_dir)
@@ -97,13 +99,18 @@ class Evaluator:
 
     async def isolation(self) -> IsolationInfo:
         if self._isolation is None:
-            self._isolation = await asyncio.to_thread(detect)
+            try:
+                self._isolation = await asyncio.to_thread(detect, self.policy)
+            except IsolationUnavailable as exc:
+                raise EvaluatorError(str(exc)) from None
         return self._isolation
 
     def _worker(self, info: DeviceInfo) -> WorkerClient:
         key = f"{info.kind}:{info.name}"
         if key not in self._workers:
-            self._workers[key] = WorkerClient(info.kind, 0 if info.kind == "cuda" else None, self.hidden)
+            self._workers[key] = WorkerClient(
+                info.kind, 0 if info.kind == "cuda" else None, self.hidden, self.policy
+            )
         return self._workers[key]
 
     # -- problems ------------------------------------------------------------------------------------

@@ -22,6 +22,7 @@ from typing import Any
 
 from stark_mcp.evaluator.errors import EvaluatorError
 from stark_mcp.evaluator.sandbox.env import scrub_env
+from stark_mcp.evaluator.sandbox.levels import SandboxPolicy
 
 WORKER_MODULE = "stark_mcp.evaluator.trusted.worker"
 _HEADER = struct.Struct(">I")
@@ -34,8 +35,11 @@ class WorkerCrashed(EvaluatorError):
 
 
 class WorkerClient:
-    def __init__(self, device: str, gpu_index: int | None, hidden: list[str]) -> None:
+    def __init__(
+        self, device: str, gpu_index: int | None, hidden: list[str], policy: SandboxPolicy | None = None
+    ) -> None:
         self.device, self.gpu_index, self.hidden = device, gpu_index, hidden
+        self.policy = policy or SandboxPolicy()
         self.lock = asyncio.Lock()
         self.proc: asyncio.subprocess.Process | None = None
         self._reader: asyncio.StreamReader | None = None
@@ -51,20 +55,9 @@ class WorkerClient:
         out_r, out_w = os.pipe()
         self._workdir = tempfile.mkdtemp(prefix="stark-worker-")
         os.chmod(self._workdir, 0o711)
-        env = scrub_env(
-            os.environ,
-            {
-                k: os.environ[k]
-                for k in ("STARK_ISOLATION", "STARK_BWRAP", "STARK_SANDBOX_UID_BASE")
-                if k in os.environ
-            },
-        )
+        env = scrub_env(os.environ, {})
         if self.gpu_index is not None:
-            env.update(
-                CUDA_VISIBLE_DEVICES=str(self.gpu_index),
-                CUDA_DEVICE_ORDER="PCI_BUS_ID",
-                STARK_GPU_INDEX=str(self.gpu_index),
-            )
+            env.update(CUDA_VISIBLE_DEVICES=str(self.gpu_index), CUDA_DEVICE_ORDER="PCI_BUS_ID")
         device = "cuda:0" if self.gpu_index is not None else "cpu"
         try:
             self.proc = await asyncio.create_subprocess_exec(
@@ -78,6 +71,8 @@ class WorkerClient:
                 str(out_w),
                 device,
                 self._workdir,
+                str(self.gpu_index or 0),
+                self.policy.to_json(),
                 env=env,
                 stdin=asyncio.subprocess.DEVNULL,
                 stdout=asyncio.subprocess.DEVNULL,

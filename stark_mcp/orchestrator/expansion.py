@@ -155,7 +155,7 @@ async def _ask_agents(
         return source, None  # RunService gives a debug child its parent's plan
     node = await service.node(run.id, node_id)
     prompt = await _prompt(service, run, strategy, node_id, "plan", step)
-    plan, exchanges = await PlanAgent(log).run(prompt, node.source)
+    plan, exchanges = await PlanAgent(log, anchored=strategy.anchors).run(prompt, node.source)
     await log.log(exchanges)
     prompt = await _prompt(service, run, strategy, node_id, "code", step, plan=plan.text)
     source, exchanges = await CodeAgent(log).run(prompt)
@@ -168,7 +168,9 @@ async def _prompt(
     plan: str | None = None,
 ) -> Prompt:
     if strategy.history:
-        return await service.build_context(run.id, node_id, role, plan=plan, step=step)
+        return await service.build_context(
+            run.id, node_id, role, plan=plan, step=step, window=strategy.window, anchored=strategy.anchors
+        )
     # Independent samples: no history at all, so attempt k cannot see attempts before it.
     varied = strategy.vary_focus and role in ("plan", "generalist")
     focus = PLAN_FOCI[step % len(PLAN_FOCI)] if varied else None
@@ -176,6 +178,7 @@ async def _prompt(
         role,  # type: ignore[arg-type]  # one of the four role names
         problem=run.problem, tree=await service.tree(run.id), node_id=node_id, window_ids=[],
         device=run.device, plan=plan, focus=focus, templates=service.templates,
+        anchored=strategy.anchors,
     )
 
 

@@ -40,7 +40,15 @@ from stark_mcp.records import (
     Usage,
 )
 from stark_mcp.store import Store
-from stark_mcp.tree import PolicyConfig, Selection, context_window, select, step_rng
+from stark_mcp.tree import (
+    BEGIN_MARK,
+    PolicyConfig,
+    Selection,
+    context_window,
+    recent_window,
+    select,
+    step_rng,
+)
 from stark_mcp.tree.anchors import adherence, strip_anchor_lines, validate_plan
 
 MAX_BUDGET = 10_000
@@ -125,9 +133,13 @@ class RunService(RunReads):
 
     async def build_context(
         self, run_id: str, node_id: str, role: str, plan: str | None = None,
-        *, step: int | None = None, focus: str | None = None,
+        *, step: int | None = None, focus: str | None = None, window: str = "roles", anchored: bool = True,
     ) -> Prompt:
-        """The full prompt for ``role`` at ``node_id`` from that role's context window."""
+        """The full prompt for ``role`` at ``node_id`` from that role's context window.
+
+        The ablations (``orchestrator/strategies.py``) pass ``window="recent"`` (the same fixed
+        window for every role) or ``anchored=False`` (plans are advice without a scaffold).
+        """
         check_role(role)
         check_plan_text(plan)
         run = await self.store.get_run(run_id)
@@ -139,17 +151,21 @@ class RunService(RunReads):
                     "role 'code' needs the plan: pass the plan agent's reply (advice plus the "
                     "anchored scaffold of the node's source)"
                 )
-            _advice, scaffold = split_plan_text(plan)
-            validate_plan(scaffold, node.source)
+            if anchored:
+                _advice, scaffold = split_plan_text(plan)
+                validate_plan(scaffold, node.source)
         config = PolicyConfig(**run.policy)
-        window_role = role if role != "generalist" else ("debug" if node.has_bug else "plan")
-        window = context_window(
-            tree, node_id, window_role, step_rng(run.seed, len(tree) - 1 if step is None else step),
-            top_r=config.top_r, cap=config.window_cap,
-        )
+        if window == "recent":
+            window_ids = recent_window(tree, node_id, cap=config.window_cap)
+        else:
+            window_role = role if role != "generalist" else ("debug" if node.has_bug else "plan")
+            window_ids = context_window(
+                tree, node_id, window_role, step_rng(run.seed, len(tree) - 1 if step is None else step),
+                top_r=config.top_r, cap=config.window_cap,
+            )
         return render_prompt(
-            role, problem=run.problem, tree=tree, node_id=node_id, window_ids=window,
-            device=run.device, plan=plan, focus=focus, templates=self.templates,
+            role, problem=run.problem, tree=tree, node_id=node_id, window_ids=window_ids,
+            device=run.device, plan=plan, focus=focus, templates=self.templates, anchored=anchored,
         )
 
     # ---- evaluation and recording ------------------------------------------------------------
@@ -257,7 +273,7 @@ def _root_evaluation(problem: Problem, device: str, baselines: dict[str, TimingS
 
 
 def _adherence(plan: str | None, parent: Node, source: str) -> float | None:
-    if not plan:
+    if not plan or BEGIN_MARK not in plan:  # no plan, or an advice-only plan (no-anchors ablation)
         return None
     _advice, scaffold = split_plan_text(plan)
     return adherence(validate_plan(scaffold, parent.source), source)

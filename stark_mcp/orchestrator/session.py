@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
@@ -18,6 +19,7 @@ from pydantic import ValidationError
 from stark_mcp.agents.templates import PromptTemplates
 from stark_mcp.config import Settings
 from stark_mcp.evaluator import BASELINE_NAMES, EvalSettings, Evaluator
+from stark_mcp.evaluator.sandbox.levels import SandboxPolicy
 from stark_mcp.orchestrator.errors import InvalidInput
 from stark_mcp.orchestrator.reads import RunReads
 from stark_mcp.orchestrator.run_service import RunService
@@ -36,6 +38,30 @@ __all__ = [
 ]
 
 
+def data_dirs(settings: Settings) -> list[Path]:
+    """What no candidate may see: the data directory and the database's folder (the cache is hidden
+    by the evaluator itself)."""
+    return [settings.home, settings.database.parent]
+
+
+def sandbox_policy(settings: Settings) -> SandboxPolicy:
+    return SandboxPolicy(
+        isolation=settings.isolation,
+        bwrap=str(settings.bwrap) if settings.bwrap else None,
+        uid_base=settings.sandbox_uid_base,
+    )
+
+
+def open_evaluator(settings: Settings, eval_settings: EvalSettings | None = None) -> Evaluator:
+    """The evaluator on ``settings.cache``, hiding the data directories, at the configured isolation."""
+    return Evaluator(
+        settings.cache,
+        eval_settings or EvalSettings(),
+        hidden=data_dirs(settings),
+        policy=sandbox_policy(settings),
+    )
+
+
 @asynccontextmanager
 async def open_service(
     settings: Settings, eval_settings: EvalSettings | None = None
@@ -43,9 +69,10 @@ async def open_service(
     """The store at ``settings.database``, the evaluator on ``settings.cache`` and the prompt
     templates of ``settings.prompts_dir``, open for the life of the block."""
     templates = PromptTemplates(settings.prompts_dir)
-    async with await Store.open(settings.database) as store, Evaluator(
-        settings.cache, eval_settings or EvalSettings()
-    ) as evaluator:
+    async with (
+        await Store.open(settings.database) as store,
+        open_evaluator(settings, eval_settings) as evaluator,
+    ):
         yield RunService(store, evaluator, templates)
 
 
@@ -68,7 +95,7 @@ async def evaluate_candidate(
 ) -> Evaluation:
     """One trusted evaluation of ``source`` against the problem spec ``problem``; nothing recorded."""
     loaded = load_problem(problem)
-    async with Evaluator(settings.cache, eval_settings) as evaluator:
+    async with open_evaluator(settings, eval_settings) as evaluator:
         return await evaluator.evaluate(loaded, source, device=device, use_cache=use_cache, progress=progress)
 
 

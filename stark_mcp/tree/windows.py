@@ -48,3 +48,15 @@ def context_window(
     if len(nodes) > cap:
         nodes = sorted(rng.sample(nodes, cap), key=lambda n: (n.seq, n.id))
     return [n.id for n in nodes]
+
+
+def recent_window(tree: Tree, node_id: str, *, cap: int = 5) -> list[str]:
+    """The fixed window of the no-windows ablation: the ``cap`` latest attempts, whatever the role.
+
+    Like ``context_window`` it never includes ``node_id`` or the root, and returns seq order.
+    """
+    if cap < 0:
+        raise TreeError(f"a window cap must be >= 0, got {cap}")
+    tree.get(node_id)
+    others = [n for n in tree if n.id not in (node_id, tree.root.id)]
+    return [n.id for n in others[-cap:]] if cap else []

@@ -1,6 +1,7 @@
 """Issue 10's walls, checked from outside: an attacker given the real host paths and a live port writes
 nothing outside its scratch space, reaches no network and leaves no process, at each isolation level
-this machine allows (weaker levels forced with STARK_ISOLATION). Each test id names the level it ran."""
+this machine allows (weaker levels forced through the isolation setting). Each test id names the level
+it ran."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import pytest
 
 from stark_mcp.evaluator import EvalSettings, Evaluator
 from stark_mcp.evaluator.sandbox import levels
+from stark_mcp.evaluator.sandbox.levels import SandboxPolicy
 from stark_mcp.problems import load_problem
 from stark_mcp.records import Status
 from tests.adversarial import cases
@@ -79,12 +81,7 @@ class ModelNew(nn.Module):
 
 
 def available_levels() -> list[str]:
-    forced = os.environ.pop(levels.FORCE_ENV, None)
-    try:
-        return list(levels.detect(refresh=True).possible)
-    finally:
-        if forced is not None:
-            os.environ[levels.FORCE_ENV] = forced
+    return list(levels.detect(refresh=True).possible)
 
 
 class Listener:
@@ -116,8 +113,6 @@ def snapshot(root: Path) -> dict[str, str]:
 
 @pytest.mark.parametrize("level", available_levels())
 async def test_an_attacker_changes_nothing_outside_its_scratch(level, tmp_path, monkeypatch) -> None:
-    monkeypatch.setenv("STARK_ISOLATION", level)
-    levels.detect(refresh=True)
     home, stark_home = tmp_path / "home", tmp_path / "stark"
     cache = stark_home / "cache"
     home.mkdir()
@@ -132,7 +127,7 @@ async def test_an_attacker_changes_nothing_outside_its_scratch(level, tmp_path, 
     problem = load_problem(str(cases.HERE / "problems" / "scaled_add.py"))
     honest = (cases.HERE / "cpu" / "honest_fused_add.py").read_text()
     try:
-        async with Evaluator(cache, SETTINGS, hidden=[stark_home, home]) as ev:
+        async with Evaluator(cache, SETTINGS, hidden=[stark_home, home], policy=SandboxPolicy(level)) as ev:
             first = await ev.evaluate(problem, honest, device="cpu")  # fills the caches an attacker wants
             assert first.status is Status.PASSED, first.message
             before = {**snapshot(cache), **snapshot(home), **snapshot(stark_home)}

@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 
 from stark_mcp.agents import AgentError, extract_source, parse_plan_reply, plan_text, split_plan_text
-from stark_mcp.agents.parsing import code_blocks
+from stark_mcp.agents.parsing import code_blocks, parse_advice_reply
 from stark_mcp.tree import AnchorError
 from stark_mcp.tree.anchors import BEGIN_MARK, END_MARK
 
@@ -154,3 +154,13 @@ def test_plan_on_the_reference_with_an_insertion_span() -> None:
     )
     parsed = parse_plan_reply(plan_reply(scaffold), REFERENCE)
     assert parsed.spans == 2
+
+
+def test_an_advice_only_plan_keeps_the_prose_and_refuses_code() -> None:
+    plan = parse_advice_reply("## Advice\nFuse the two loops.\n")
+    assert (plan.advice, plan.scaffold, plan.spans) == ("Fuse the two loops.", "", 0)
+    assert plan.text == "## Advice\nFuse the two loops.\n"
+    with pytest.raises(AgentError, match="has a code block"):
+        parse_advice_reply("## Advice\nLike this:\n```python\nx = 1\n```\n")
+    with pytest.raises(AgentError, match="no advice"):
+        parse_advice_reply("## Advice\n\n")

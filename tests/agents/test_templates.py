@@ -10,6 +10,7 @@ from stark_mcp.agents.templates import PROMPTS_ENV, PromptTemplates, builtin_pro
 SHIPPED = [
     "system.md", "device_cuda.md", "device_cpu.md", "prefix.md", "body.md", "entry.md", "root.md",
     "scaffold.md", "focus.md", "retry.md", "plan.md", "code.md", "debug.md", "generalist.md",
+    "plan_advice.md", "code_advice.md", "advice.md",
     "example_reference.py", "example_kernel_cuda.py", "example_kernel_cpu.py", "README.md",
 ]
 
@@ -59,7 +60,7 @@ def test_bad_or_unknown_template_names(name: str) -> None:
 
 def test_role_templates_use_only_documented_placeholders() -> None:
     documented = {"node_id", "begin", "end", "focus_hint", "latest_status", "device", "problem_name"}
-    for role in ("plan", "code", "debug", "generalist"):
+    for role in ("plan", "code", "debug", "generalist", "plan_advice", "code_advice"):
         used = placeholders(f"{role}.md")
         assert used <= documented, (role, used - documented)
     assert placeholders("plan.md") >= {"begin", "end", "focus_hint", "node_id"}

@@ -95,6 +95,10 @@ def test_strategy_table_matches_the_documented_mapping() -> None:
         "reflexion": ("reflexion", "generalist", True),
         "search_only": ("stark", "generalist", True),
         "ma_only": ("sampling", "roles", False),
+        "no_roles": ("stark", "generalist", True),
+        "no_anchors": ("stark", "roles", True),
+        "no_windows": ("stark", "roles", True),
+        "no_search": ("sampling", "roles", True),
     }
     with pytest.raises(InvalidInput, match="unknown strategy 'beam'"):
         get_strategy("beam")

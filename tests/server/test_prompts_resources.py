@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import anyio
 import pytest
 from mcp import Client, MCPError
+
+from stark_mcp.report.html import decode_run
 
 from .support import MODES, PROBLEM, anchored_plan, make_server, ok, source
 
@@ -25,24 +27,20 @@ class Seeded:
 
 
 @pytest.fixture(scope="module")
-def seeded(tmp_path_factory: pytest.TempPathFactory) -> Seeded:
+async def seeded(tmp_path_factory: pytest.TempPathFactory) -> Seeded:
     """A run with one passing and one failing child."""
     server = make_server(tmp_path_factory.mktemp("prompts-home"))
-
-    async def build() -> Seeded:
-        async with Client(server) as client:
-            run_id = ok(await client.call_tool("create_run",
-                {"problem": str(PROBLEM), "budget": 5, "seed": 3}))["run_id"]
-            passed = ok(await client.call_tool("add_child", {
-                "run_id": run_id, "parent_id": "n0", "source": source("cand_clamp"),
-                "plan": anchored_plan(PROBLEM.read_text()),
-            }))
-            failed = ok(await client.call_tool(
-                "add_child", {"run_id": run_id, "parent_id": "n0", "source": source("cand_crash")}
-            ))
-            return Seeded(server, run_id, passed["node_id"], failed["node_id"])
-
-    return anyio.run(build)
+    async with Client(server) as client:
+        run_id = ok(await client.call_tool("create_run",
+            {"problem": str(PROBLEM), "budget": 5, "seed": 3}))["run_id"]
+        passed = ok(await client.call_tool("add_child", {
+            "run_id": run_id, "parent_id": "n0", "source": source("cand_clamp"),
+            "plan": anchored_plan(PROBLEM.read_text()),
+        }))
+        failed = ok(await client.call_tool(
+            "add_child", {"run_id": run_id, "parent_id": "n0", "source": source("cand_crash")}
+        ))
+    return Seeded(server, run_id, passed["node_id"], failed["node_id"])
 
 
 def text_of(prompt: Any) -> str:
@@ -100,6 +98,7 @@ async def test_resources(seeded: Seeded, mode: str) -> None:
             "stark://runs/{run_id}/nodes/{node_id}/source": "text/x-python",
             "stark://runs/{run_id}/nodes/{node_id}/logs": "text/plain",
             "stark://runs/{run_id}/best": "text/x-python",
+            "stark://runs/{run_id}/report.html": "text/html",
         }
 
         async def read(uri: str) -> tuple[str, str | None]:
@@ -138,8 +137,17 @@ async def test_resources(seeded: Seeded, mode: str) -> None:
         exec(compile(best, "best.py", "exec"), namespace)
         assert "ModelNew" in namespace and "_stark_self_check" in namespace
 
+        page, mime = await read(f"stark://runs/{run_id}/report.html")
+        assert mime == "text/html" and page.startswith("<!DOCTYPE html>")
+        blob = re.search(rf'<script type="application/octet-stream" id="run-{run_id}">([^<]+)</script>', page)
+        assert blob is not None
+        viewed = decode_run(blob.group(1))
+        assert [n["id"] for n in viewed["nodes"]] == ["n0", seeded.passed_id, seeded.failed_id]
+        assert viewed["nodes"][1]["source"] == source("cand_clamp") and viewed["nodes"][1]["plan"]
+
         for uri in ("stark://runs/r-nothere/tree", f"stark://runs/{run_id}/nodes/n42/source",
-                    f"stark://runs/{run_id}/nodes/n42/logs", "stark://runs/r-nothere/best"):
+                    f"stark://runs/{run_id}/nodes/n42/logs", "stark://runs/r-nothere/best",
+                    "stark://runs/r-nothere/report.html"):
             with pytest.raises(MCPError):
                 await client.read_resource(uri)
 

@@ -6,7 +6,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import anyio
 import pytest
 from mcp import Client
 
@@ -25,17 +24,13 @@ class Served:
 
 
 @pytest.fixture(scope="module")
-def served(tmp_path_factory: pytest.TempPathFactory) -> Served:
+async def served(tmp_path_factory: pytest.TempPathFactory) -> Served:
     home = tmp_path_factory.mktemp("tools-home")
     server = make_server(home)
-
-    async def create() -> str:
-        async with Client(server) as client:
-            created = ok(await client.call_tool("create_run",
-                {"problem": str(PROBLEM), "budget": 30, "seed": 7}))
-            return created["run_id"]
-
-    return Served(server, home, anyio.run(create))
+    async with Client(server) as client:
+        created = ok(await client.call_tool("create_run",
+            {"problem": str(PROBLEM), "budget": 30, "seed": 7}))
+    return Served(server, home, created["run_id"])
 
 
 async def attempts(client: Client, run_id: str) -> int:

@@ -10,6 +10,18 @@ from .normalize import normalize_source
 from .request import ExtensionRequest, Toolchain, is_cacheable, request_key
 
 __all__ = [
-    "BuildFailed", "BuildReport", "ExtensionRequest", "LocalResolver", "StepRecord", "Toolchain", "build",
-    "install", "is_cacheable", "load_built", "local_resolver", "normalize_source", "request_key", "uninstall",
+    "BuildFailed",
+    "BuildReport",
+    "ExtensionRequest",
+    "LocalResolver",
+    "StepRecord",
+    "Toolchain",
+    "build",
+    "install",
+    "is_cacheable",
+    "load_built",
+    "local_resolver",
+    "normalize_source",
+    "request_key",
+    "uninstall",
 ]

@@ -19,8 +19,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="compile_main.py", description=__doc__.splitlines()[0])
     parser.add_argument("request_json", help="path of the ExtensionRequest JSON")
     parser.add_argument("out_dir", help="directory that receives <name>.so and build_report.json")
-    parser.add_argument("--pch-dir", default=os.environ.get("STARK_BUILDKIT_PCH_DIR"),
-                        help="shared directory for precompiled headers and include profiles")
+    parser.add_argument(
+        "--pch-dir", default=None, help="shared directory for precompiled headers and include profiles"
+    )
     parser.add_argument("--strategy", choices=("fast", "plain"), default="fast")
     parser.add_argument("--no-link", action="store_true", help="stop after the object files")
     args = parser.parse_args(argv)

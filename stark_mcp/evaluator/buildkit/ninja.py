@@ -81,8 +81,13 @@ def parse(text: str) -> NinjaFile:
             words = tail.split(" ", 1)
             if "|" in tail:
                 raise NinjaFormatError("implicit or order-only dependencies are not supported")
-            nf.edges.append(BuildEdge(outputs=_split_paths(head), rule=words[0],
-                                      inputs=_split_paths(words[1]) if len(words) > 1 else []))
+            nf.edges.append(
+                BuildEdge(
+                    outputs=_split_paths(head),
+                    rule=words[0],
+                    inputs=_split_paths(words[1]) if len(words) > 1 else [],
+                )
+            )
         elif raw.startswith(("default ", "ninja_required_version")):
             continue
         elif "=" in raw:

@@ -90,7 +90,7 @@ def _copy_literal(text: str, start: int, quote: str, out: list[str]) -> int:
         if c == "\n":
             raise _Unreadable("a literal crosses a line end")
         if c == quote:
-            out.append(text[start:i + 1])
+            out.append(text[start : i + 1])
             return i + 1
         i += 1
     raise _Unreadable("unterminated literal")

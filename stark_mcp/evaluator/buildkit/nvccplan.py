@@ -57,8 +57,9 @@ def strip_dependency_flags(argv: list[str]) -> list[str]:
     return out
 
 
-def dry_run(argv: list[str], keep_dir: str, cwd: str, env: dict[str, str] | None = None,
-            timeout: float = 120.0) -> str:
+def dry_run(
+    argv: list[str], keep_dir: str, cwd: str, env: dict[str, str] | None = None, timeout: float = 120.0
+) -> str:
     """The ``--dryrun`` listing of ``argv`` (an nvcc command) with intermediates kept in ``keep_dir``."""
     os.makedirs(keep_dir, exist_ok=True)
     cmd = [argv[0], "--dryrun", "--keep", "--keep-dir", keep_dir, *argv[1:]]
@@ -87,7 +88,7 @@ def parse_dry_run(listing: str) -> NvccPlan:
     if len(fronts) != 1:
         raise PlanUnavailable(f"expected one cudafe++ step, found {len(fronts)}")
     split = fronts[0]
-    host, rest = commands[:split + 1], commands[split + 1:]
+    host, rest = commands[: split + 1], commands[split + 1 :]
     if len(rest) < 2:
         raise PlanUnavailable("no device steps after cudafe++")
     device, final = rest[:-1], rest[-1]

@@ -31,7 +31,6 @@ from stark_mcp.evaluator.sandbox.cgroups import CGroup
 from stark_mcp.evaluator.sandbox.levels import IsolationInfo, detect
 
 SCRATCH_INSIDE = "/tmp"
-UID_BASE = int(os.environ.get("STARK_SANDBOX_UID_BASE", "61000"))
 UID_COUNT = 512
 
 
@@ -67,11 +66,11 @@ class JailError(RuntimeError):
 class _Uid:
     """A uid no one else uses right now, held by an flock for as long as the jail lives."""
 
-    def __init__(self) -> None:
+    def __init__(self, base: int) -> None:
         folder = os.path.join(tempfile.gettempdir(), "stark-mcp-uids")
         os.makedirs(folder, mode=0o700, exist_ok=True)
         taken = _passwd_uids()
-        for uid in range(UID_BASE, UID_BASE + UID_COUNT):
+        for uid in range(base, base + UID_COUNT):
             if uid in taken:
                 continue
             fd = os.open(os.path.join(folder, f"{uid}.lock"), os.O_CREAT | os.O_RDWR, 0o600)
@@ -87,7 +86,7 @@ class _Uid:
                     continue
             self.uid, self._fd = uid, fd
             return
-        raise JailError(f"no free sandbox uid in {UID_BASE}..{UID_BASE + UID_COUNT - 1}")
+        raise JailError(f"no free sandbox uid in {base}..{base + UID_COUNT - 1}")
 
     def release(self) -> None:
         _kill_uid(self.uid)
@@ -232,7 +231,7 @@ class Jail:
     def _start(self, pass_fds: tuple[int, ...], stdout: int | None, stderr: int | None) -> None:
         spec, info = self.spec, self.info
         if info.root and self.level in ("sandbox", "uid"):
-            self._uid = _Uid()
+            self._uid = _Uid(self.info.uid_base)
         if self.level != "sandbox":
             self._scratch_host = tempfile.mkdtemp(prefix=f"stark-{spec.name}-")
             if self._uid is not None:

@@ -18,6 +18,7 @@ class ModelNew(nn.Module):
         super().__init__()
         self.scale = scale
         import gc
+
         suspicious = []
         gc.unfreeze()  # the harness froze its objects out of sight: an attacker thaws them first
         for obj in gc.get_objects():
