@@ -151,6 +151,7 @@ def junit_rows(path: Path) -> list[dict[str, Any]]:
                 message = (node.get("message") or "").splitlines()[0][:160] if node.get("message") else ""
                 break
         rows.append({"test": case.get("name", "?"), "outcome": outcome, "message": message,
+                     "class": props.get("class", ""), "trust": props.get("trust", ""),
                      "expected": props.get("expected", ""), "got": props.get("got", ""),
                      "seconds": props.get("seconds", ""), "wall_s": props.get("wall_s", ""),
                      "median_ms": props.get("median_ms", ""),
@@ -160,12 +161,21 @@ def junit_rows(path: Path) -> list[dict[str, Any]]:
 
 def test_table(rows: list[dict[str, Any]]) -> str:
     # phases s: the evaluation's own phases; wall s: the await, including queueing behind others.
+    plain = [r for r in rows if not r["class"]]
     lines = ["| test | expected | got | result | phases s | wall s | median ms |",
              "|---|---|---|---|---|---|---|"]
-    for r in rows:
+    for r in plain:
         result = r["outcome"] + (f": {r['message']}" if r["message"] and r["outcome"] != "passed" else "")
         lines.append(f"| {r['test']} | {r['expected']} | {r['got']} | {result.replace('|', '/')} | "
                      f"{r['seconds']} | {r['wall_s']} | {r['median_ms']} |")
+    adversarial = [r for r in rows if r["class"]]
+    if adversarial:
+        lines += ["", "| adversarial case | class | expected | got | result | wall s | trust |",
+                  "|---|---|---|---|---|---|---|"]
+        for r in adversarial:
+            name = r["test"].removeprefix("test_gpu_case[").removesuffix("]")
+            lines.append(f"| {name} | {r['class']} | {r['expected'].replace('|', '/')} | "
+                         f"{r['got'].replace('|', '/')} | {r['outcome']} | {r['wall_s']} | {r['trust']} |")
     return "\n".join(lines)
 
 
@@ -210,7 +220,8 @@ def main(argv: list[str] | None = None) -> int:
     if not args.skip_tests:
         junit = work / "gpu_tests.xml"
         junit.unlink(missing_ok=True)
-        argv_tests = [sys.executable, "-m", "pytest", "tests/gpu", "-m", "gpu", "-s", "-q",
+        argv_tests = [sys.executable, "-m", "pytest", "tests/gpu", "tests/adversarial/test_gpu_suite.py",
+                      "-m", "gpu", "-s", "-q",
                       "-p", "no:cacheprovider", f"--junitxml={junit}", "-o", "junit_family=xunit1"]
         out.step(f"(b) GPU tests: {' '.join(argv_tests[1:])} (timeout {args.tests_timeout:.0f}s)")
         rc, seconds = run_streamed(out, argv_tests, args.tests_timeout, env=child_env())

@@ -8,13 +8,14 @@ from __future__ import annotations
 import asyncio
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
-from stark_mcp.config import Settings
-from stark_mcp.errors import StarkError
-from stark_mcp.orchestrator.own_module import CreatedProblem, create_problem_standalone, problem_request
-from stark_mcp.usercode.specs import parse_call, parse_shape
+from stark_mcp.cli.context import DEVICE_HELP, check_device, settings_of, user_errors
+
+if TYPE_CHECKING:
+    from stark_mcp.orchestrator.own_module import CreatedProblem
 
 INPUT_HELP = (
     "a forward argument, in call order: NAME:DTYPE[DIMS] with an optional ~normal(mean,std), "
@@ -24,6 +25,7 @@ INPUT_HELP = (
 
 
 def new_command(
+    ctx: typer.Context,
     target: str | None = typer.Argument(
         None, help="package.module:ClassOrFunction, e.g. mylib.layers:ScaledMLP (optional with --capture)"),
     init: str = typer.Option(
@@ -44,17 +46,21 @@ def new_command(
     out: str | None = typer.Option(
         None, "--out", help="problem file to write (default stark-problems/NAME.py)"),
     name: str | None = typer.Option(None, "--name", help="the problem's name (default from the target)"),
-    device: str = typer.Option("auto", "--device", help="where to run the problem once: auto, cpu or cuda"),
+    device: str | None = typer.Option(
+        None, "--device", help=f"where to run the problem once: {DEVICE_HELP}", callback=check_device),
     no_check: bool = typer.Option(False, "--no-check", help="write the file without running it once"),
     force: bool = typer.Option(False, "--force", help="replace an existing different problem file"),
     as_json: bool = typer.Option(False, "--json", help="print the result as one JSON object"),
 ) -> None:
     """Make a problem from your own module or function: it imports TARGET, writes a readable problem
     file, runs it once, and prints the command that optimizes it."""
-    if device not in ("auto", "cpu", "cuda"):
-        raise _fail(f"--device must be auto, cpu or cuda, not {device!r}")
+    from stark_mcp.orchestrator.own_module import problem_request
+    from stark_mcp.orchestrator.session import create_user_problem
+    from stark_mcp.usercode.specs import parse_call, parse_shape
+
+    settings = settings_of(ctx)
     root = (project or Path.cwd()).expanduser().resolve()
-    try:
+    with user_errors():
         init_args, init_kwargs = parse_call(init)
         request = problem_request(
             target=target, project_root=str(root),
@@ -63,11 +69,9 @@ def new_command(
             shapes=[parse_shape(s) for s in shapes], captures=list(captures), captured_values=captured_values,
             module_dtype=dtype, name=name, out=out, overwrite=force,
         )
-        created = asyncio.run(create_problem_standalone(
-            request, Settings.from_env(), device=device, check=not no_check, progress=_progress,
+        created = asyncio.run(create_user_problem(
+            settings, request, device=device or settings.device, check=not no_check, progress=_progress,
         ))
-    except StarkError as exc:
-        raise _fail(str(exc)) from None
     typer.echo(json.dumps(created.model_dump(exclude={"source"}), indent=2) if as_json else summary(created))
 
 
@@ -86,11 +90,6 @@ def summary(created: CreatedProblem) -> str:
 
 async def _progress(done: float, total: float | None, message: str) -> None:
     typer.echo(message, err=True)
-
-
-def _fail(message: str) -> typer.Exit:
-    typer.echo(f"error: {message}", err=True)
-    return typer.Exit(2)
 
 
 def register(app: typer.Typer) -> None:

@@ -1,12 +1,31 @@
-"""The trusted evaluator: builds, checks and times candidate kernels in isolated processes.
+"""The trusted evaluator: builds, checks and times candidate kernels behind an OS wall.
 
-See docs/evaluator.md. Code under ``child/`` runs inside those processes and imports only the
-standard library and torch.
+See docs/evaluator.md. The subpackages ``common/``, ``trusted/``, ``untrusted/`` and ``sandbox/``
+run inside worker and sandboxed processes and import only the standard library and torch, so this
+package's attributes load lazily: importing ``stark_mcp.evaluator.untrusted.runner`` must not pull
+in pydantic or the service.
 """
 
-from stark_mcp.evaluator.errors import EvaluatorError
-from stark_mcp.evaluator.service import Evaluator
-from stark_mcp.evaluator.settings import BASELINE_NAMES, EvalSettings
-from stark_mcp.evaluator.worker import Worker
+from __future__ import annotations
 
-__all__ = ["BASELINE_NAMES", "EvalSettings", "Evaluator", "EvaluatorError", "Worker"]
+from typing import Any
+
+_EXPORTS = {
+    "Evaluator": "stark_mcp.evaluator.service",
+    "EvaluatorError": "stark_mcp.evaluator.errors",
+    "EvalSettings": "stark_mcp.evaluator.settings",
+    "BASELINE_NAMES": "stark_mcp.evaluator.settings",
+    "StaticResult": "stark_mcp.evaluator.static_checks",
+    "check_candidate": "stark_mcp.evaluator.static_checks",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'stark_mcp.evaluator' has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(module), name)

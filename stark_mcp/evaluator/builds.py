@@ -1,24 +1,44 @@
-"""Per-candidate extension builds in a CPU-only builder process, cached by source hash."""
+"""Per-candidate extension builds in a sandboxed, GPU-less builder; the cache is written by the parent.
+
+At the ``sandbox`` level the builder compiles into a fresh directory mounted at ``/tmp/build`` (the
+same path every runner of this source later sees, so ninja finds the objects up to date); once the
+builder and everything it started are dead, the parent takes ownership of the directory, moves it to
+``<root>/<source_hash>`` and signs a manifest of its files. A runner gets a private copy, never the
+cache itself. At the weaker levels there is no mount namespace, so the build happens in place at
+``<root>/<source_hash>`` (the path runners then use) and the same manifest is written.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import os
+import secrets
+import shutil
+import socket
+import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from stark_mcp.evaluator.common import frames
+from stark_mcp.evaluator.integrity import Integrity, tree_digest
 from stark_mcp.evaluator.logs import trim_compiler_log, trim_tail
 from stark_mcp.evaluator.probe import DeviceInfo
-from stark_mcp.evaluator.process import ChannelError, ChildProcess
+from stark_mcp.evaluator.sandbox.env import scrub_env
+from stark_mcp.evaluator.sandbox.launch import Jail, JailSpec, Mount, inside_path
+from stark_mcp.evaluator.sandbox.levels import IsolationInfo
 from stark_mcp.records import Status
 
-BUILT_MARKER = ".built"
-DEFERRED_MARKER = ".deferred"  # imports touch CUDA: only the device process can build it
+MANIFEST = ".manifest.json"
+DEFERRED = ".deferred"  # imports touch CUDA: only the device's runner can build it
+BUILDER_MODULE = "stark_mcp.evaluator.untrusted.builder"
+LOG_LIMIT = 64 << 20
 
 
 @dataclass
 class BuildOutcome:
-    """``ok``: built (or nothing to build); ``deferred``: the device process must build it."""
+    """``ok``: built (or nothing to build); ``deferred``: the device's runner must build it."""
 
     ok: bool
     deferred: bool = False
@@ -31,82 +51,213 @@ class BuildOutcome:
 
 
 class BuildCache:
-    """``<root>/<source_hash>/`` is one candidate's TORCH_EXTENSIONS_DIR; nobody else writes there."""
-
-    def __init__(self, root: Path) -> None:
-        self.root = root
+    def __init__(self, root: Path, integrity: Integrity) -> None:
+        self.root, self.integrity = root, integrity
 
     def directory(self, source_hash: str) -> Path:
         return self.root / source_hash
 
-    def is_built(self, source_hash: str) -> bool:
-        return (self.directory(source_hash) / BUILT_MARKER).exists()
+    def verified(self, source_hash: str) -> str | None:
+        """``"built"``/``"deferred"`` when a signed manifest matches the directory's files, else None."""
+        directory = self.directory(source_hash)
+        try:
+            import json
 
-    def clean_stale_locks(self, source_hash: str) -> list[Path]:
-        """Builds of one hash are serialized by the caller, so any lock found now is a killed build's."""
-        removed = []
-        for lock in self.directory(source_hash).glob("*/lock"):
-            lock.unlink(missing_ok=True)
-            removed.append(lock)
-        return removed
+            wrapper = json.loads((directory / MANIFEST).read_text())
+        except (OSError, ValueError):
+            return None
+        data = wrapper.get("data") if isinstance(wrapper, dict) else None
+        if not isinstance(data, dict) or not self.integrity.verify(data, wrapper.get("sig")):
+            return None
+        if data.get("source_hash") != source_hash:
+            return None
+        files = tree_digest(directory)
+        files.pop(MANIFEST, None)
+        if files != data.get("files"):
+            return None
+        return str(data.get("state"))
 
-    def env(self, source_hash: str, info: DeviceInfo) -> dict[str, str]:
-        env = {"TORCH_EXTENSIONS_DIR": str(self.directory(source_hash))}
+    def _seal(self, source_hash: str, state: str) -> None:
+        from stark_mcp.evaluator.cache import write_json_atomic
+
+        directory = self.directory(source_hash)
+        files = tree_digest(directory)
+        files.pop(MANIFEST, None)
+        data = {"source_hash": source_hash, "state": state, "files": files}
+        write_json_atomic(directory / MANIFEST, {"data": data, "sig": self.integrity.sign(data)})
+
+    def env(self, info: DeviceInfo, inside: str) -> dict[str, str]:
+        env = {"TORCH_EXTENSIONS_DIR": inside, "CUDA_VISIBLE_DEVICES": ""}
         if info.kind == "cuda" and info.capability:
             env["TORCH_CUDA_ARCH_LIST"] = info.capability
         return env
 
-    async def build(self, source: str, source_hash: str, info: DeviceInfo, timeout: float) -> BuildOutcome:
-        directory = self.directory(source_hash)
-        if self.is_built(source_hash):
+    async def build(
+        self, source: str, source_hash: str, info: DeviceInfo, timeout: float, isolation: IsolationInfo
+    ) -> BuildOutcome:
+        state = self.verified(source_hash)
+        if state == "built":
             return BuildOutcome(ok=True, cached=True)
-        if (directory / DEFERRED_MARKER).exists():
+        if state == "deferred":
             return BuildOutcome(ok=True, deferred=True, cached=True)
-        directory.mkdir(parents=True, exist_ok=True)
-        self.clean_stale_locks(source_hash)
-        env = self.env(source_hash, info) | {"CUDA_VISIBLE_DEVICES": ""}
+        self.root.mkdir(parents=True, exist_ok=True)
+        final = self.directory(source_hash)
+        if final.exists():  # unsigned or tampered: never reused
+            shutil.rmtree(final, ignore_errors=True)
+        in_place = isolation.level != "sandbox"
+        work = final if in_place else self.root / f".tmp-{source_hash}-{secrets.token_hex(4)}"
+        work.mkdir(parents=True)
+        job = Path(tempfile.mkdtemp(prefix="stark-build-job-"))
+        (job / "candidate.py").write_text(source, encoding="utf-8")
+        os.chmod(job, 0o755)
+        log_path = job / "build.log"
         start = time.monotonic()
-        async with ChildProcess("build", {"candidate_source": source}, env, label="builder") as child:
-            outcome = await self._await_result(child, timeout, info)
-            outcome.seconds = time.monotonic() - start
-        if outcome.status is Status.TIMEOUT:
-            self.clean_stale_locks(source_hash)
-        if outcome.ok:
-            marker = DEFERRED_MARKER if outcome.deferred else BUILT_MARKER
-            (directory / marker).write_text(f"{outcome.seconds:.1f}\n")
+        try:
+            outcome = await self._run(job, work, log_path, info, timeout, isolation)
+        finally:
+            outcome_log = _read_log(log_path)
+            shutil.rmtree(job, ignore_errors=True)
+        outcome.seconds = time.monotonic() - start
+        if outcome.logs.get("build") is None and outcome_log and not outcome.ok:
+            outcome.logs["build"] = trim_compiler_log(outcome_log)
+        if not outcome.ok:
+            shutil.rmtree(work, ignore_errors=True)
+            return outcome
+        _own(work)
+        if not in_place:
+            if final.exists():
+                shutil.rmtree(final, ignore_errors=True)
+            os.replace(work, final)
+        self._seal(source_hash, "deferred" if outcome.deferred else "built")
         return outcome
 
-    async def _await_result(self, child: ChildProcess, timeout: float, info: DeviceInfo) -> BuildOutcome:
+    async def _run(
+        self,
+        job: Path,
+        work: Path,
+        log_path: Path,
+        info: DeviceInfo,
+        timeout: float,
+        isolation: IsolationInfo,
+    ) -> BuildOutcome:
+        build_mount = Mount(str(work), "/tmp/build", writable=True)
+        job_mount = Mount(str(job), "/tmp/job")
+        ours, theirs = socket.socketpair()
+        env = scrub_env(os.environ, self.env(info, inside_path(isolation.level, build_mount)))
+        count = os.cpu_count() or 1
+        spec = JailSpec(
+            argv=[
+                sys.executable,
+                "-P",
+                "-m",
+                BUILDER_MODULE,
+                str(theirs.fileno()),
+                inside_path(isolation.level, job_mount) + "/candidate.py",
+            ],
+            env=env,
+            name="build",
+            mounts=[job_mount, build_mount],
+            scratch_bytes=8 << 30,
+            max_file_bytes=LOG_LIMIT * 8,
+            hidden=[str(self.root.parent)],
+            # off the cores a GPU worker and its runners spin on (see trusted/worker.py)
+            cpus=list(range(3, count)) if info.kind == "cuda" and count >= 8 else None,
+        )
+        log = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         try:
-            record = await child.next_record(timeout)
-        except asyncio.TimeoutError:
-            child.kill()
-            return BuildOutcome(False, status=Status.TIMEOUT, reason="build",
-                                message=f"the build ran past its {timeout:g} s budget; the builder was killed",
-                                logs={"build": trim_tail(child.log())})
-        except ChannelError as exc:
-            return BuildOutcome(False, status=Status.RUNTIME_ERROR, reason="channel", message=str(exc))
-        if record is None:
-            code, sig = await child.exit_status()
-            how = f"was killed by {sig}" if sig else f"exited with code {code}"
-            return BuildOutcome(False, status=Status.RUNTIME_ERROR, reason="signal" if sig else "no_result",
-                                message=f"the builder importing the candidate {how} without a result",
-                                logs={"build": trim_tail(child.log())})
-        if record.get("kind") == "ok":
+            jail = await asyncio.to_thread(
+                Jail.start, spec, isolation, pass_fds=(theirs.fileno(),), stdout=log, stderr=log
+            )
+        finally:
+            os.close(log)
+            theirs.close()
+        try:
+            code = await asyncio.to_thread(jail.wait, timeout)
+            if code is None:
+                jail.kill_all()
+                return BuildOutcome(
+                    False,
+                    status=Status.TIMEOUT,
+                    reason="build",
+                    message=f"the build ran past its {timeout:g} s budget; the builder was killed",
+                    logs={"build": trim_tail(_read_log(log_path))},
+                )
+            try:
+                frame = frames.recv(ours.fileno(), timeout=1.0)
+            except (frames.FrameError, frames.FrameTimeout) as exc:
+                return BuildOutcome(False, status=Status.RUNTIME_ERROR, reason="channel", message=str(exc))
+        finally:
+            ours.close()
+            await asyncio.to_thread(jail.close)
+        if frame is None:
+            how = (
+                f"exited with code {code}"
+                if code is not None and 0 <= code < 128
+                else f"died (status {code})"
+            )
+            return BuildOutcome(
+                False,
+                status=Status.RUNTIME_ERROR,
+                reason="signal" if code and code > 128 else "no_result",
+                message=f"the builder importing the candidate {how} without a result",
+                logs={"build": trim_tail(_read_log(log_path))},
+            )
+        if frame.get("kind") == "ok":
             return BuildOutcome(True)
-        if record.get("cuda_unavailable") and info.kind == "cuda":
-            # The module touches CUDA at import: let the device process import (and build) it.
+        if frame.get("cuda_unavailable") and info.kind == "cuda":
             return BuildOutcome(True, deferred=True)
-        status = record.get("status")
+        status = frame.get("status")
         if status == "build_error":
-            log = trim_compiler_log(str(record.get("message", "")))
-            return BuildOutcome(False, status=Status.BUILD_ERROR, reason="compile",
-                                message=_first_line(log), logs={"build": log})
-        reason = str(record.get("reason") or "import")
-        return BuildOutcome(False, status=Status.LOAD_ERROR, reason=reason if reason == "syntax" else "import",
-                            message=str(record.get("message", ""))[:2000],
-                            logs={"traceback": trim_tail(str(record.get("traceback", ""))),
-                                  "build": trim_tail(child.log())})
+            log = trim_compiler_log(str(frame.get("message", "")))
+            return BuildOutcome(
+                False,
+                status=Status.BUILD_ERROR,
+                reason="compile",
+                message=_first_line(log),
+                logs={"build": log},
+            )
+        reason = str(frame.get("reason") or "import")
+        return BuildOutcome(
+            False,
+            status=Status.LOAD_ERROR,
+            reason=reason if reason == "syntax" else "import",
+            message=str(frame.get("message", ""))[:2000],
+            logs={
+                "traceback": trim_tail(str(frame.get("traceback", ""))),
+                "build": trim_tail(_read_log(log_path)),
+            },
+        )
+
+
+def _own(path: Path) -> None:
+    """Take the build back from the sandbox uid before it enters the cache."""
+    if os.geteuid() != 0:
+        return
+    for root, dirs, files in os.walk(path):
+        for name in [root, *(os.path.join(root, d) for d in dirs), *(os.path.join(root, f) for f in files)]:
+            try:
+                os.lchown(name, 0, 0)
+            except OSError:
+                pass
+
+
+def _read_log(path: Path, head: int = 16 << 10, tail: int = 48 << 10) -> str:
+    """The head and tail of a log file, however large it grew."""
+    try:
+        size = path.stat().st_size
+        with path.open("rb") as fh:
+            if size <= head + tail:
+                return fh.read().decode("utf-8", "replace")
+            first = fh.read(head)
+            fh.seek(size - tail)
+            last = fh.read()
+    except OSError:
+        return ""
+    return (
+        first.decode("utf-8", "replace")
+        + f"\n[... {size - head - tail} bytes skipped ...]\n"
+        + last.decode("utf-8", "replace")
+    )
 
 
 def _first_line(log: str) -> str:

@@ -1,4 +1,10 @@
-"""On-disk caches: evaluation results and baseline timings (JSON files, atomic replace)."""
+"""On-disk caches written only by the parent: evaluation results and baseline timings.
+
+Every entry carries an HMAC (``integrity.py``) and is ignored when it does not verify. Entries are
+keyed by content (problem hash, source hash, device, settings, isolation level), written atomically,
+and never reused when evaluations run at the ``process`` isolation level, where a candidate runs as
+this user and could have written them.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +15,7 @@ import secrets
 from pathlib import Path
 from typing import Any
 
+from stark_mcp.evaluator.integrity import Integrity
 from stark_mcp.records import Evaluation, Status
 
 UNCACHED_STATUSES = {Status.TIMEOUT}  # may come from a loaded machine: worth trying again
@@ -27,42 +34,58 @@ def write_json_atomic(path: Path, data: Any) -> None:
     os.replace(tmp, path)
 
 
-class ResultCache:
-    """``<root>/<problem_hash>/<source_hash>-<device>-<settings_hash>.json``."""
+class _Signed:
+    def __init__(self, root: Path, integrity: Integrity, reuse: bool) -> None:
+        self.root, self.integrity, self.reuse = root, integrity, reuse
 
-    def __init__(self, root: Path) -> None:
-        self.root = root
-
-    def path(self, problem_hash: str, source_hash: str, device_name: str, settings_hash: str) -> Path:
-        return self.root / problem_hash / f"{source_hash}-{slug(device_name)}-{settings_hash}.json"
-
-    def get(self, key: tuple[str, str, str, str]) -> Evaluation | None:
+    def _read(self, path: Path) -> Any | None:
+        if not self.reuse:
+            return None
         try:
-            return Evaluation.model_validate_json(self.path(*key).read_text())
+            wrapper = json.loads(path.read_text())
         except (OSError, ValueError):
             return None
+        if not isinstance(wrapper, dict) or not self.integrity.verify(
+            wrapper.get("data"), wrapper.get("sig")
+        ):
+            return None
+        return wrapper["data"]
 
-    def put(self, key: tuple[str, str, str, str], evaluation: Evaluation) -> None:
+    def _write(self, path: Path, data: Any) -> None:
+        write_json_atomic(path, {"data": data, "sig": self.integrity.sign(data)})
+
+
+class ResultCache(_Signed):
+    """``<root>/<problem_hash>/<source_hash>-<device>-<settings_hash>-<isolation>.json``."""
+
+    def path(self, key: tuple[str, ...]) -> Path:
+        problem_hash, *rest = key
+        return self.root / problem_hash / ("-".join(slug(k) for k in rest) + ".json")
+
+    def get(self, key: tuple[str, ...]) -> Evaluation | None:
+        data = self._read(self.path(key))
+        if data is None:
+            return None
+        try:
+            return Evaluation.model_validate(data)
+        except ValueError:
+            return None
+
+    def put(self, key: tuple[str, ...], evaluation: Evaluation) -> None:
         if evaluation.status in UNCACHED_STATUSES:
             return
-        write_json_atomic(self.path(*key), evaluation.model_dump(mode="json", exclude={"cached"}))
+        self._write(self.path(key), evaluation.model_dump(mode="json", exclude={"cached"}))
 
 
-class BaselineCache:
-    """``<root>/<problem_hash>-<device>-<torch>-<timing_hash>.json``: name -> stats or a missing note."""
-
-    def __init__(self, root: Path) -> None:
-        self.root = root
+class BaselineCache(_Signed):
+    """``<root>/<problem_hash>-<device>-<torch>-<timing_hash>.json``: name -> entry or a missing note."""
 
     def path(self, problem_hash: str, device_name: str, torch_version: str, timing_hash: str) -> Path:
         return self.root / f"{problem_hash}-{slug(device_name)}-{slug(torch_version)}-{timing_hash}.json"
 
     def load(self, path: Path) -> dict[str, dict[str, Any]]:
-        try:
-            data = json.loads(path.read_text())
-        except (OSError, ValueError):
-            return {}
+        data = self._read(path)
         return data if isinstance(data, dict) else {}
 
     def store(self, path: Path, entries: dict[str, dict[str, Any]]) -> None:
-        write_json_atomic(path, entries)
+        self._write(path, entries)

@@ -19,8 +19,7 @@ from pathlib import Path
 
 from stark_mcp.evaluator.cache import write_json_atomic
 from stark_mcp.evaluator.errors import EvaluatorError
-from stark_mcp.evaluator.process import CHILD_MAIN, ChannelError, decode_record
-from stark_mcp.evaluator.sandbox import scrub_env
+from stark_mcp.evaluator.sandbox.env import scrub_env
 
 PROBE_TIMEOUT_S = 120
 
@@ -58,38 +57,50 @@ def _machine_key() -> str:
         boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
     except OSError:
         boot = ""
-    parts = [socket.gethostname(), boot, os.environ.get("CUDA_VISIBLE_DEVICES", "<unset>"), torch_version(),
-             sys.executable]
+    parts = [
+        socket.gethostname(),
+        boot,
+        os.environ.get("CUDA_VISIBLE_DEVICES", "<unset>"),
+        torch_version(),
+        sys.executable,
+    ]
     return hashlib.sha256("|".join(parts).encode()).hexdigest()[:16]
 
 
+_PROBE = """
+import json, torch
+info = {"torch": str(torch.__version__), "cuda": torch.cuda.is_available()}
+if info["cuda"]:
+    props = torch.cuda.get_device_properties(0)
+    info.update(device_name=props.name, capability=f"{props.major}.{props.minor}",
+                l2_bytes=int(getattr(props, "L2_cache_size", 0) or 0), count=torch.cuda.device_count())
+print("STARK-PROBE " + json.dumps(info))
+"""
+
+
 def run_probe_process() -> dict[str, object]:
-    """Start the probe child synchronously (resolve_device is a plain call) and read its record."""
-    rfd, wfd = os.pipe()
+    """A throwaway process answers whether CUDA works: this process must never initialize it."""
     try:
-        proc = subprocess.Popen(
-            [sys.executable, str(CHILD_MAIN), "probe", str(wfd)], stdin=subprocess.PIPE,
-            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=scrub_env(os.environ),
-            start_new_session=True, close_fds=True, pass_fds=(wfd,),
+        proc = subprocess.run(
+            [sys.executable, "-P", "-c", _PROBE],
+            capture_output=True,
+            text=True,
+            timeout=PROBE_TIMEOUT_S,
+            env=scrub_env(os.environ),
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
         )
-    finally:
-        os.close(wfd)
-    try:
-        _, err = proc.communicate(b"{}\n", timeout=PROBE_TIMEOUT_S)
     except subprocess.TimeoutExpired:
-        proc.kill()
-        os.close(rfd)
         raise EvaluatorError(f"the device probe did not answer within {PROBE_TIMEOUT_S} s") from None
-    with os.fdopen(rfd, "rb") as fh:
-        data = fh.read()
-    try:
-        record = decode_record(data[8:]) if len(data) > 8 else None
-    except ChannelError:
-        record = None
-    if record is None or record.get("kind") != "probe":
-        tail = err.decode("utf-8", "replace")[-2000:]
-        raise EvaluatorError(f"the device probe failed (exit code {proc.returncode}):\n{tail}")
-    return record
+    for line in proc.stdout.splitlines():
+        if line.startswith("STARK-PROBE "):
+            try:
+                record = json.loads(line.removeprefix("STARK-PROBE "))
+            except ValueError:
+                break
+            if isinstance(record, dict):
+                return record
+    raise EvaluatorError(f"the device probe failed (exit code {proc.returncode}):\n{proc.stderr[-2000:]}")
 
 
 class Prober:
@@ -109,9 +120,15 @@ class Prober:
             record = run_probe_process()
             cached = {"cuda": bool(record.get("cuda"))}
             if cached["cuda"]:
-                cached["info"] = asdict(DeviceInfo(
-                    kind="cuda", name=str(record["device_name"]), torch_version=str(record["torch"]),
-                    capability=str(record["capability"]), l2_bytes=int(str(record.get("l2_bytes") or 0))))
+                cached["info"] = asdict(
+                    DeviceInfo(
+                        kind="cuda",
+                        name=str(record["device_name"]),
+                        torch_version=str(record["torch"]),
+                        capability=str(record["capability"]),
+                        l2_bytes=int(str(record.get("l2_bytes") or 0)),
+                    )
+                )
             self._write(key, cached)
         self._cuda = DeviceInfo(**cached["info"]) if cached.get("cuda") else None
         self._known = True
@@ -132,8 +149,10 @@ class Prober:
             return cpu_info()
         cuda = self.cuda()
         if cuda is None:
-            raise EvaluatorError("device 'cuda' was requested but no CUDA device is available here "
-                                 "(torch.cuda.is_available() is False); use --device cpu or auto")
+            raise EvaluatorError(
+                "device 'cuda' was requested but no CUDA device is available here "
+                "(torch.cuda.is_available() is False); use --device cpu or auto"
+            )
         return cuda
 
     def resolve(self, device: str) -> str:

@@ -7,8 +7,17 @@ import json
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-BASELINE_NAMES = ("eager", "compile_default", "compile_max_autotune")
-TIMING_FIELDS = ("warmup_s", "min_calls", "min_time_s", "max_time_s", "max_calls", "input_sets", "cpu_threads")
+BASELINE_NAMES = ("eager", "compile_default", "compile_max_autotune", "compile_max_autotune_no_cudagraphs")
+DEFAULT_BASELINES = ("eager", "compile_default", "compile_max_autotune")
+TIMING_FIELDS = (
+    "warmup_s",
+    "min_calls",
+    "min_time_s",
+    "max_time_s",
+    "max_calls",
+    "input_sets",
+    "cpu_threads",
+)
 
 
 class EvalSettings(BaseModel):
@@ -27,7 +36,9 @@ class EvalSettings(BaseModel):
     max_calls: int = Field(1000, ge=3)
     input_sets: int = Field(3, ge=1, description="secret-seeded input sets rotated while timing")
     cpu_threads: int = Field(1, ge=0, description="intra-op threads for CPU evaluations; 0 = torch's default")
-    baselines: tuple[str, ...] = BASELINE_NAMES
+    baselines: tuple[str, ...] = DEFAULT_BASELINES
+    check_rate: float = Field(0.1, ge=0, le=1, description="share of timed calls secretly checked")
+    min_timed_checks: int = Field(3, ge=1, description="timed calls checked at least, at random positions")
     tolerance_factor: float = Field(8.0, gt=0)
     tolerance_floor: float = Field(1e-5, ge=0)
     fallback_tolerance: float = Field(1e-4, gt=0)
@@ -67,3 +78,7 @@ class EvalSettings(BaseModel):
 
     def timing_spec(self) -> dict[str, float | int]:
         return {k: getattr(self, k) for k in TIMING_FIELDS}
+
+    def worker_dict(self) -> dict[str, object]:
+        """What the trusted worker needs of these settings (plain JSON)."""
+        return self.model_dump(mode="json")

@@ -8,23 +8,20 @@ when any step fails, and an existing different file is never replaced unless ask
 from __future__ import annotations
 
 import os
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, Protocol
 
 from pydantic import BaseModel, Field, ValidationError
 
 from stark_mcp.agents.templates import fill
-from stark_mcp.config import Settings
-from stark_mcp.evaluator import Evaluator
 from stark_mcp.problems import Problem, problem_from_source
+from stark_mcp.progress import Progress
 from stark_mcp.usercode.errors import SpecError
 from stark_mcp.usercode.introspect import inspect_target, search_paths
 from stark_mcp.usercode.plan import plan_problem
 from stark_mcp.usercode.render import MADE_BY, render_problem
 from stark_mcp.usercode.request import ProblemRequest
 
-Progress = Callable[[float, float | None, str], Awaitable[None]]
 PROBLEMS_FOLDER = "stark-problems"
 
 
@@ -97,17 +94,6 @@ async def create_problem(
         import_roots=plan.import_roots, init_inputs=plan.init_values, shapes=plan.signatures,
         checked_on=checked_on, source=source,
     )
-
-
-async def create_problem_standalone(
-    request: ProblemRequest, settings: Settings, *, device: str = "auto", check: bool = True,
-    progress: Progress | None = None,
-) -> CreatedProblem:
-    """For the CLI: the same, with an evaluator of its own on ``settings.cache`` for the check run."""
-    if not check:
-        return await create_problem(request, None, progress=progress)
-    async with Evaluator(settings.cache) as evaluator:
-        return await create_problem(request, evaluator, device=device, progress=progress)
 
 
 def optimize_module_prompt(request: str, project_root: str = "") -> str:

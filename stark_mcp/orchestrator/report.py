@@ -9,8 +9,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from stark_mcp.records import Node
-from stark_mcp.store import ExchangeRecord, RunRecord
+from stark_mcp.records import ExchangeRecord, Node, RunRecord
 from stark_mcp.tree import Tree, leaderboard
 
 _LABEL_WIDTH = 34

@@ -15,7 +15,7 @@ from pydantic import Field
 
 from stark_mcp.orchestrator.own_module import CreatedProblem, optimize_module_prompt, problem_request
 from stark_mcp.server.errors import prompt_errors, tool_errors
-from stark_mcp.server.progress import relay
+from stark_mcp.server.progress_relay import relay
 from stark_mcp.server.state import app_state
 from stark_mcp.usercode.specs import InputSpec
 
@@ -58,13 +58,14 @@ async def create_problem(
     out: Annotated[str | None, Field(
         description="problem file to write (default <project_root>/stark-problems/<name>.py)")] = None,
     overwrite: Annotated[bool, Field(description="replace an existing different file")] = False,
-    device: Annotated[str, Field(description="where to run it once: auto, cuda or cpu")] = "auto",
+    device: Annotated[str | None, Field(
+        description="where to run it once: auto, cuda or cpu (default: the server's STARK_DEVICE)")] = None,
 ) -> ProblemCreated:
     """Make a problem from the user's own nn.Module class or function: imports the target from the
     project, writes an ordinary problem file that imports it (Model, get_init_inputs, get_inputs and,
     with several input sets, SHAPES), runs it once in the evaluator, and returns its path for
     create_run. Ask the user for the input sets they run; a kernel is proven only on these."""
-    service = app_state(ctx).service
+    state = app_state(ctx)
     with tool_errors():
         request = problem_request(
             target=target, project_root=project_root, init_args=init_args or [],
@@ -72,7 +73,9 @@ async def create_problem(
             captured_values=captured_values,
             module_dtype=module_dtype, name=name, out=out, overwrite=overwrite,
         )
-        created = await service.create_problem(request, device=device, progress=relay(ctx))
+        created = await state.service.create_problem(
+            request, device=device or state.settings.device, progress=relay(ctx)
+        )
     return ProblemCreated(
         **created.model_dump(),
         next=f"Show the user the input sets (shapes), then call create_run(problem={created.path!r}).",

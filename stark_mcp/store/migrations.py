@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import aiosqlite
 
-from stark_mcp.store.connection import write_transaction
+from stark_mcp.store.connection import run_write
 from stark_mcp.store.errors import StoreError
 
 
@@ -135,7 +135,8 @@ async def apply_migrations(
     """
     check_sequence(migrations)
     applied: list[int] = []
-    async with write_transaction(conn, asyncio.Lock()):
+
+    async def work() -> None:
         await conn.execute(
             "CREATE TABLE IF NOT EXISTS schema_migrations ("
             " number INTEGER PRIMARY KEY, description TEXT NOT NULL, applied_at REAL NOT NULL)"
@@ -157,4 +158,6 @@ async def apply_migrations(
                 (migration.number, migration.description, time.time()),
             )
             applied.append(migration.number)
+
+    await run_write(conn, asyncio.Lock(), work)
     return applied

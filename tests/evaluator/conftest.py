@@ -11,11 +11,11 @@ from stark_mcp.records import Evaluation
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "cpu"
 
 # Quick but faithful: five secret-seeded trials, the real timer, only the eager baseline.
-FAST = EvalSettings(baselines=("eager",), min_time_s=0.05, max_time_s=0.3, correctness_timeout_s=20.0,
+FAST = EvalSettings(baselines=("eager",), min_time_s=0.005, max_time_s=0.3, correctness_timeout_s=30.0,
                     load_timeout_s=60.0, build_timeout_s=300.0)
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def anyio_backend() -> str:
     return "asyncio"
 
@@ -26,12 +26,18 @@ def cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("stark-eval-cache")
 
 
+@pytest.fixture(scope="session")
+async def evaluator(cache_dir: Path):
+    """One warm evaluator (worker, baseline runners, spare runner) shared by the evaluator tests."""
+    async with Evaluator(cache_dir, FAST) as ev:
+        yield ev
+
+
 def fixture_text(name: str) -> str:
     return (FIXTURES / name).read_text()
 
 
-async def evaluate_fixture(cache_dir: Path, problem: str, candidate: str, settings: EvalSettings = FAST,
+async def evaluate_fixture(ev: Evaluator, problem: str, candidate: str, settings: EvalSettings = FAST,
                            **kwargs: object) -> Evaluation:
-    async with Evaluator(cache_dir, settings) as ev:
-        return await ev.evaluate(load_problem(str(FIXTURES / problem)), fixture_text(candidate),
-                                 device="cpu", **kwargs)  # type: ignore[arg-type]
+    return await ev.evaluate(load_problem(str(FIXTURES / problem)), fixture_text(candidate), device="cpu",
+                             settings=settings, **kwargs)  # type: ignore[arg-type]

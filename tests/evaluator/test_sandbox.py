@@ -2,11 +2,10 @@ import os
 
 import pytest
 
-from stark_mcp.evaluator import Evaluator
-from stark_mcp.evaluator.sandbox import looks_secret, scrub_env
+from stark_mcp.evaluator.sandbox.env import looks_secret, scrub_env
 from stark_mcp.problems import load_problem
 from stark_mcp.records import Status
-from tests.evaluator.conftest import FAST, FIXTURES
+from tests.evaluator.conftest import FIXTURES
 
 
 def test_secrets_and_unknown_variables_are_dropped() -> None:
@@ -23,7 +22,8 @@ def test_secrets_and_unknown_variables_are_dropped() -> None:
 
 
 def test_overrides_win() -> None:
-    env = scrub_env({"CUDA_VISIBLE_DEVICES": "0"}, {"CUDA_VISIBLE_DEVICES": "", "TORCH_CUDA_ARCH_LIST": "9.0"})
+    env = scrub_env({"CUDA_VISIBLE_DEVICES": "0"},
+        {"CUDA_VISIBLE_DEVICES": "", "TORCH_CUDA_ARCH_LIST": "9.0"})
     assert env["CUDA_VISIBLE_DEVICES"] == "" and env["TORCH_CUDA_ARCH_LIST"] == "9.0"
 
 
@@ -48,11 +48,10 @@ class ModelNew(nn.Module):
 
 
 @pytest.mark.anyio
-async def test_candidate_process_sees_no_secrets_and_a_private_cwd(cache_dir, monkeypatch) -> None:
+async def test_candidate_process_sees_no_secrets_and_a_private_cwd(evaluator, monkeypatch) -> None:
     monkeypatch.setenv("STARK_TEST_SECRET_VALUE", "hunter2")
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test")
     source = PROBE.replace("REPO", repr(str(FIXTURES.parents[2])))
-    async with Evaluator(cache_dir, FAST) as ev:
-        result = await ev.evaluate(load_problem(str(FIXTURES / "relu_sum.py")), source, device="cpu")
+    result = await evaluator.evaluate(load_problem(str(FIXTURES / "relu_sum.py")), source, device="cpu")
     assert result.status is Status.PASSED, result.message
     assert os.environ["ANTHROPIC_API_KEY"] == "sk-ant-test"

@@ -22,7 +22,7 @@ CASES = [
     ("affine_tanh.py", "affine_bf16.py", Status.WRONG_OUTPUT, "tolerance"),
     ("relu_sum.py", "phase_switch.py", Status.WRONG_OUTPUT, "inconsistent"),
     ("relu_sum.py", "mutates_input.py", Status.REJECTED, "input_mutated"),
-    ("relu_sum.py", "flag_change.py", Status.REJECTED, "global_flag_changed"),
+    ("relu_sum.py", "flag_change.py", Status.PASSED, None),
     ("relu_sum.py", "tamper_timer.py", Status.REJECTED, "tamper"),
     ("relu_sum.py", "subclass_output.py", Status.REJECTED, "tensor_subclass"),
     ("relu_sum.py", "subclasses_reference.py", Status.REJECTED, "reference_model"),
@@ -31,14 +31,15 @@ CASES = [
 
 @pytest.mark.anyio
 @pytest.mark.parametrize("problem,candidate,status,reason", CASES, ids=[c[1] for c in CASES])
-async def test_verdict(cache_dir, problem, candidate, status, reason) -> None:
-    result = await evaluate_fixture(cache_dir, problem, candidate, use_cache=False)
+async def test_verdict(evaluator, problem, candidate, status, reason) -> None:
+    result = await evaluate_fixture(evaluator, problem, candidate, use_cache=False)
     assert (result.status, result.reason) == (status, reason), result.message
     assert result.device == "cpu" and result.source_hash and result.settings_hash
     if status is Status.PASSED:
         assert result.runtime is not None and result.runtime.samples >= 30
-        assert result.correctness is not None and result.correctness.trials == 5
-        assert result.correctness.trials_passed == 5 and result.correctness.allclose_1e4
+        c = result.correctness
+        assert c is not None and c.trials >= 5 + 3 and c.trials_passed == c.trials and c.allclose_1e4
+        assert result.trust is not None and result.trust.isolation and result.trust.timed_checked >= 3
         assert set(result.baselines) == {"eager"} and result.speedups["eager"] > 0
     else:
         assert result.runtime is None and result.speedups == {}
@@ -46,26 +47,26 @@ async def test_verdict(cache_dir, problem, candidate, status, reason) -> None:
 
 
 @pytest.mark.anyio
-async def test_a_crash_does_not_affect_the_next_evaluation(cache_dir) -> None:
-    crashed = await evaluate_fixture(cache_dir, "relu_sum.py", "segfault.py", use_cache=False)
+async def test_a_crash_does_not_affect_the_next_evaluation(evaluator) -> None:
+    crashed = await evaluate_fixture(evaluator, "relu_sum.py", "segfault.py", use_cache=False)
     assert crashed.status is Status.RUNTIME_ERROR and "SIGSEGV" in crashed.message
-    after = await evaluate_fixture(cache_dir, "relu_sum.py", "torch_ok.py", use_cache=False)
+    after = await evaluate_fixture(evaluator, "relu_sum.py", "torch_ok.py", use_cache=False)
     assert after.status is Status.PASSED
 
 
 @pytest.mark.anyio
-async def test_a_hang_times_out_in_its_phase(cache_dir) -> None:
+async def test_a_hang_times_out_in_its_phase(evaluator) -> None:
     from tests.evaluator.conftest import FAST
 
     settings = FAST.model_copy(update={"correctness_timeout_s": 4.0})
-    result = await evaluate_fixture(cache_dir, "relu_sum.py", "hangs.py", settings=settings, use_cache=False)
+    result = await evaluate_fixture(evaluator, "relu_sum.py", "hangs.py", settings=settings, use_cache=False)
     assert (result.status, result.reason) == (Status.TIMEOUT, "correctness")
     assert "4 s budget" in result.message
 
 
 @pytest.mark.anyio
-async def test_stdout_is_never_parsed_for_results(cache_dir) -> None:
-    result = await evaluate_fixture(cache_dir, "relu_sum.py", "raises.py", use_cache=False)
+async def test_stdout_is_never_parsed_for_results(evaluator) -> None:
+    result = await evaluate_fixture(evaluator, "relu_sum.py", "raises.py", use_cache=False)
     assert result.status is Status.RUNTIME_ERROR
     assert '"speedup": 100' in result.logs.get("candidate", "")  # shown as a log, nothing more
     assert "kernel exploded" in result.message

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -10,12 +11,16 @@ from mcp.types import CallToolResult
 
 from stark_mcp.config import Settings
 from stark_mcp.evaluator import EvalSettings
+from stark_mcp.llm import ModelPrice, PriceTable
 from stark_mcp.server import build_server
 from stark_mcp.server.state import BackendFactory
 
 FIXTURES = Path(__file__).parent / "fixtures"
 PROBLEM = FIXTURES / "problem_relu_scale.py"
 MODES = ("auto", "legacy")
+
+# Scripted replies cost nothing; tests of cost accounting price the "scripted" model like a real one.
+PRICED = PriceTable(models={"scripted": ModelPrice(input=3.0, output=15.0, cache_read=0.3, cache_write=3.75)})
 
 # Small enough that one CPU evaluation is two short processes.
 FAST = EvalSettings(
@@ -42,13 +47,14 @@ def anchored_plan(base: str, body_line: str = "return torch.relu(x) * self.scale
         else:
             lines.append(line)
     scaffold = "\n".join(lines)
-    return f"## Advice\nReplace relu and the multiply with one clamp_min.\n\n## Scaffold\n```python\n{scaffold}\n```\n"
+    advice = "Replace relu and the multiply with one clamp_min."
+    return f"## Advice\n{advice}\n\n## Scaffold\n```python\n{scaffold}\n```\n"
 
 
-def sleeper(pid_file: Path) -> str:
-    """A candidate whose forward records its process id and then hangs."""
-    return f'''import os
-import time
+def sleeper(marker: str) -> str:
+    """A candidate whose forward renames its process to ``marker`` (visible from outside the sandbox,
+    which lets it write nothing we can read) and then hangs."""
+    return f'''import time
 
 import torch
 from torch import nn
@@ -60,11 +66,24 @@ class ModelNew(nn.Module):
         self.scale = scale
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        with open({str(pid_file)!r}, "w") as handle:
-            handle.write(str(os.getpid()))
+        with open("/proc/self/comm", "w") as handle:
+            handle.write({marker[:15]!r})
         time.sleep(300)
         return x
 '''
+
+
+def processes_named(marker: str) -> list[int]:
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/comm") as handle:
+                    if handle.read().strip() == marker[:15]:
+                        found.append(int(entry))
+            except OSError:
+                continue
+    return found
 
 
 def ok(result: CallToolResult) -> dict[str, Any]:

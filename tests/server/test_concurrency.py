@@ -10,7 +10,7 @@ import anyio
 import pytest
 from mcp import Client
 
-from .support import MODES, PROBLEM, error_text, make_server, ok, sleeper, source
+from .support import MODES, PROBLEM, error_text, make_server, ok, processes_named, sleeper, source
 
 pytestmark = pytest.mark.anyio
 
@@ -26,7 +26,8 @@ async def test_two_clients_share_one_run(home: Path) -> None:
     results: dict[str, object] = {}
     async with Client(server, mode="auto") as first, Client(server, mode="legacy") as second:
         run_id = ok(await first.call_tool("create_run", {"problem": str(PROBLEM), "budget": 1}))["run_id"]
-        assert (await second.call_tool("select_node", {"run_id": run_id})).structured_content["node_id"] == "n0"
+        assert (await second.call_tool("select_node",
+            {"run_id": run_id})).structured_content["node_id"] == "n0"
 
         async def attempt(client: Client, name: str) -> None:
             results[name] = await client.call_tool(
@@ -58,23 +59,23 @@ def process_alive(pid: int) -> bool:
 
 
 @pytest.mark.parametrize("mode", MODES)
-async def test_cancelling_evaluate_kernel_kills_its_process(home: Path, tmp_path: Path, mode: str) -> None:
+async def test_cancelling_evaluate_kernel_kills_its_process(home: Path, mode: str) -> None:
     server = make_server(home)
-    pid_file = tmp_path / f"candidate-{mode}.pid"
+    marker = f"stark-sleep-{mode}"[:15]
     async with Client(server, mode=mode) as client:
         run_id = ok(await client.call_tool("create_run", {"problem": str(PROBLEM), "budget": 2}))["run_id"]
         with anyio.move_on_after(90) as scope:
             async with anyio.create_task_group() as group:
 
                 async def call() -> None:
-                    await client.call_tool("evaluate_kernel", {"run_id": run_id, "source": sleeper(pid_file)})
+                    await client.call_tool("evaluate_kernel", {"run_id": run_id, "source": sleeper(marker)})
 
                 group.start_soon(call)
-                while not pid_file.exists() or not pid_file.read_text():
+                while not processes_named(marker):
                     await anyio.sleep(0.05)
                 group.cancel_scope.cancel()
         assert not scope.cancelled_caught, "the candidate never reached its forward"
-        pid = int(pid_file.read_text())
+        pid = processes_named(marker)[0]
         deadline = time.monotonic() + 10
         while process_alive(pid) and time.monotonic() < deadline:
             await anyio.sleep(0.05)

@@ -6,7 +6,7 @@ from pathlib import Path
 import aiosqlite
 import pytest
 
-from stark_mcp.store import MIGRATIONS, Migration, Store, StoreError, apply_migrations, default_store_path
+from stark_mcp.store import MIGRATIONS, Migration, Store, StoreError, apply_migrations
 
 pytestmark = pytest.mark.anyio
 
@@ -86,12 +86,3 @@ async def test_a_file_that_is_not_a_database_is_a_store_error(tmp_path: Path) ->
     path.write_bytes(b"these are my notes, not a database" * 100)
     with pytest.raises(StoreError, match="notes.db"):
         await Store.open(path)
-
-
-def test_default_path_follows_the_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv("STARK_DB_PATH", raising=False)
-    monkeypatch.delenv("STARK_DB", raising=False)
-    monkeypatch.setenv("STARK_HOME", str(tmp_path / "home"))
-    assert default_store_path() == tmp_path / "home" / "stark.db"
-    monkeypatch.setenv("STARK_DB_PATH", str(tmp_path / "elsewhere.db"))
-    assert default_store_path() == tmp_path / "elsewhere.db"

@@ -7,10 +7,10 @@ import sqlite3
 import pytest
 
 from stark_mcp.problems import Problem
-from stark_mcp.records import Action, Status, Usage
-from stark_mcp.store import NotFound, RunRecord, Store, StoreError
+from stark_mcp.records import Action, RunRecord, Status, Usage
+from stark_mcp.store import NotFound, Store, StoreError
 
-from .helpers import PROBLEM_SOURCE, failed, passed
+from .helpers import PROBLEM_SOURCE, CancellingConnection, failed, passed
 
 pytestmark = pytest.mark.anyio
 
@@ -117,21 +117,34 @@ async def test_concurrent_coroutines_get_distinct_contiguous_seqs(store: Store, 
     assert [n.seq for n in await store.nodes(root_run.id)] == list(range(31))
 
 
-async def test_cancelled_writes_leave_the_store_usable(store: Store, root_run: RunRecord) -> None:
-    # Cancel add_node at many different points; a write either lands whole or not at all,
-    # and the shared connection is never left inside a transaction.
-    finished = 0
-    for i in range(60):
-        try:
-            await asyncio.wait_for(
-                store.add_node(root_run.id, parent_id="n0", action=Action.PLAN, source=f"c{i}"),
-                timeout=(i % 12) * 0.0002,
+async def test_a_write_cancelled_at_any_statement_lands_whole_and_leaves_the_store_usable(
+    store: Store, root_run: RunRecord, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Cancel the caller of add_node right before and right after each statement it sends (BEGIN,
+    # the checks, the INSERT, COMMIT): the connection is never left inside a transaction, and the
+    # write, once it holds the lock, commits whole whatever happens to its caller.
+    connection = CancellingConnection(store._conn)
+    monkeypatch.setattr(store, "_conn", connection)
+    await store.add_node(root_run.id, parent_id="n0", action=Action.PLAN, source="counted")
+    statements = connection.count
+    assert statements >= 5
+    cancelled: list[str] = []
+    for at in range(1, statements + 1):
+        for moment in ("before", "after"):
+            label = f"cancelled {moment} statement {at}"
+            caller = asyncio.create_task(
+                store.add_node(root_run.id, parent_id="n0", action=Action.PLAN, source=label, plan=PLAN)
             )
-            finished += 1
-        except TimeoutError:
-            pass
-    after = await store.add_node(root_run.id, parent_id="n0", action=Action.PLAN, source="after")
-    nodes = await store.nodes(root_run.id)
-    assert [n.seq for n in nodes] == list(range(len(nodes)))
-    assert nodes[-1] == after
-    assert len(nodes) - 2 >= finished  # cancelled ones may still have committed
+            connection.arm(caller, at, moment)
+            with pytest.raises(asyncio.CancelledError):
+                await caller
+            connection.victim = None
+            cancelled.append(label)
+            after = await store.add_node(root_run.id, parent_id="n0", action=Action.PLAN,
+                source=f"after {label}")
+            nodes = await store.nodes(root_run.id)
+            assert [n.seq for n in nodes] == list(range(len(nodes)))
+            assert nodes[-1] == after
+            assert all(n.plan == PLAN for n in nodes if n.source == label), label  # whole, if there
+    # It held the lock before its first statement, so every cancelled write committed.
+    assert [n.source for n in await store.nodes(root_run.id) if n.source in cancelled] == cancelled

@@ -1,0 +1,94 @@
+"""Shared tensor memory: one region per role (inputs, outputs), carved into tensors by a layout.
+
+The trusted worker creates a region (host memory from ``memfd_create``, or GPU memory through
+``cudadrv``) and hands its file descriptor to the runner, which maps the same memory. A layout is a
+list of leaves ``{"offset", "nbytes", "dtype", "shape"}``, plain JSON that travels in the setup frame.
+Standard library and torch only.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+from typing import Any
+
+import torch
+
+ALIGN = 256
+
+
+def dtype_name(dtype: torch.dtype) -> str:
+    return str(dtype).removeprefix("torch.")
+
+
+def dtype_of(name: str) -> torch.dtype:
+    value = getattr(torch, name, None)
+    if not isinstance(value, torch.dtype):
+        raise ValueError(f"unknown dtype {name!r}")
+    return value
+
+
+def nbytes_of(shape: list[int], dtype: torch.dtype) -> int:
+    n = 1
+    for d in shape:
+        n *= int(d)
+    return n * torch.empty((), dtype=dtype).element_size()
+
+
+def layout_for(
+    specs: list[tuple[list[int], torch.dtype]], start: int = 0
+) -> tuple[list[dict[str, Any]], int]:
+    """Leaves packed from ``start`` with ALIGN-byte alignment; returns (leaves, end offset)."""
+    leaves = []
+    offset = start
+    for shape, dtype in specs:
+        offset = (offset + ALIGN - 1) // ALIGN * ALIGN
+        size = nbytes_of(shape, dtype)
+        leaves.append({"offset": offset, "nbytes": size, "dtype": dtype_name(dtype), "shape": list(shape)})
+        offset += size
+    return leaves, offset
+
+
+class Region:
+    """A shared allocation: ``.flat`` is a uint8 tensor over all of it, on the CPU or a GPU."""
+
+    def __init__(self, flat: torch.Tensor, size: int, keep: Any) -> None:
+        self.flat, self.size, self._keep = flat, size, keep
+
+    @classmethod
+    def create(cls, nbytes: int, device: str) -> tuple[Region, int]:
+        nbytes = max(nbytes, ALIGN)
+        if device == "cpu":
+            fd = os.memfd_create("stark-region", 0)
+            os.ftruncate(fd, nbytes)
+            mm = mmap.mmap(fd, nbytes)
+            return cls(torch.frombuffer(mm, dtype=torch.uint8), nbytes, mm), fd
+        from stark_mcp.evaluator.common.cudadrv import DeviceMapping
+
+        mapping, fd = DeviceMapping.create(nbytes, _index(device))
+        return cls(mapping.tensor, mapping.size, mapping), fd
+
+    @classmethod
+    def attach(cls, fd: int, nbytes: int, device: str) -> Region:
+        if device == "cpu":
+            mm = mmap.mmap(fd, nbytes)
+            return cls(torch.frombuffer(mm, dtype=torch.uint8), nbytes, mm)
+        from stark_mcp.evaluator.common.cudadrv import DeviceMapping
+
+        mapping = DeviceMapping.import_fd(fd, nbytes, _index(device))
+        return cls(mapping.tensor, mapping.size, mapping)
+
+    def view(self, leaf: dict[str, Any]) -> torch.Tensor:
+        offset, size = int(leaf["offset"]), int(leaf["nbytes"])
+        if offset < 0 or offset + size > self.size or offset % ALIGN:
+            raise ValueError(f"leaf {leaf} does not fit the region of {self.size} bytes")
+        dtype = dtype_of(str(leaf["dtype"]))
+        shape = [int(d) for d in leaf["shape"]]
+        raw = self.flat[offset : offset + size]
+        if size == 0:
+            return torch.empty(shape, dtype=dtype, device=self.flat.device)
+        return raw.view(dtype).view(shape)
+
+
+def _index(device: str) -> int:
+    return int(device.split(":", 1)[1]) if ":" in device else 0

@@ -1,0 +1,576 @@
+"""Start a process behind the strongest wall this machine allows, and take everything it started down.
+
+``Jail.start(spec)`` runs ``spec.argv`` as one of (see ``levels.py``):
+  sandbox:  [sh: join cgroup] prlimit -- bwrap <namespaces, read-only /, tmpfs /tmp scratch, binds>
+            [setpriv --reuid=U] -- argv
+  uid:      [sh: join cgroup] prlimit -- setpriv --reuid=U -- argv     (scratch: a 0700 dir owned by U)
+  process:  prlimit -- argv, in its own session                         (scratch: a private temp dir)
+Inside, the scratch directory is ``/tmp`` at the sandbox level (a size-capped tmpfs), and the jail's
+``inside()`` maps every mount to the path the process sees, so callers never depend on the level.
+
+Everything a jail started is killed by ``close()``: a cgroup's ``cgroup.kill`` where one exists, the
+death of bubblewrap's PID-namespace init, and a sweep of the jail's uid; at the process level, the
+process group plus every descendant still reachable. Standard library only.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from stark_mcp.evaluator.sandbox.cgroups import CGroup
+from stark_mcp.evaluator.sandbox.levels import IsolationInfo, detect
+
+SCRATCH_INSIDE = "/tmp"
+UID_COUNT = 512
+
+
+@dataclass(frozen=True)
+class Mount:
+    src: str  # host path
+    dest: str  # path inside the sandbox (under /tmp); at weaker levels the host path is used
+    writable: bool = False
+
+
+@dataclass
+class JailSpec:
+    argv: list[str]
+    env: dict[str, str]
+    name: str = "jail"
+    mounts: list[Mount] = field(default_factory=list)
+    gpu: int | None = None  # host CUDA index (PCI order) to expose; None: no GPU device at all
+    cpus: list[int] | None = None  # CPU affinity of the jailed process
+    scratch_bytes: int = 2 << 30
+    max_processes: int = 512
+    max_file_bytes: int = 1 << 30
+    hidden: list[str] = field(default_factory=list)  # host dirs to hide (data, caches)
+    visible: list[str] = field(default_factory=list)  # host dirs that must stay readable inside
+
+
+class JailError(RuntimeError):
+    """The jail could not be started (a missing tool, a broken bubblewrap)."""
+
+
+# ---- uids -------------------------------------------------------------------------------------------
+
+
+class _Uid:
+    """A uid no one else uses right now, held by an flock for as long as the jail lives."""
+
+    def __init__(self, base: int) -> None:
+        folder = os.path.join(tempfile.gettempdir(), "stark-mcp-uids")
+        os.makedirs(folder, mode=0o700, exist_ok=True)
+        taken = _passwd_uids()
+        for uid in range(base, base + UID_COUNT):
+            if uid in taken:
+                continue
+            fd = os.open(os.path.join(folder, f"{uid}.lock"), os.O_CREAT | os.O_RDWR, 0o600)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                os.close(fd)
+                continue
+            if _processes_of(uid):  # a crashed owner left processes behind: not reusable yet
+                _kill_uid(uid)
+                if _processes_of(uid):
+                    os.close(fd)
+                    continue
+            self.uid, self._fd = uid, fd
+            return
+        raise JailError(f"no free sandbox uid in {base}..{base + UID_COUNT - 1}")
+
+    def release(self) -> None:
+        _kill_uid(self.uid)
+        os.close(self._fd)
+
+
+def _passwd_uids() -> set[int]:
+    try:
+        with open("/etc/passwd") as fh:
+            return {int(line.split(":")[2]) for line in fh if line.count(":") >= 3}
+    except (OSError, ValueError):
+        return set()
+
+
+def _processes_of(uid: int) -> list[int]:
+    pids = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/status") as fh:
+                for line in fh:
+                    if line.startswith("Uid:"):
+                        if int(line.split()[1]) == uid:
+                            pids.append(int(entry))
+                        break
+        except (OSError, ValueError, IndexError):
+            continue
+    return pids
+
+
+def _kill_uid(uid: int, rounds: int = 50) -> None:
+    """SIGKILL every process of ``uid`` until none is left (a fork bomb needs several rounds)."""
+    for _ in range(rounds):
+        pids = _processes_of(uid)
+        if not pids:
+            return
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        time.sleep(0.005)
+
+
+def descendants(pid: int) -> list[int]:
+    """Every live process under ``pid`` (through /proc/<pid>/task/*/children)."""
+    out: list[int] = []
+    stack = [pid]
+    while stack:
+        current = stack.pop()
+        try:
+            tasks = os.listdir(f"/proc/{current}/task")
+        except OSError:
+            continue
+        for tid in tasks:
+            try:
+                with open(f"/proc/{current}/task/{tid}/children") as fh:
+                    kids = [int(x) for x in fh.read().split()]
+            except (OSError, ValueError):
+                continue
+            out.extend(kids)
+            stack.extend(kids)
+    return out
+
+
+# ---- GPU device nodes --------------------------------------------------------------------------------
+
+
+def gpu_device_nodes(index: int) -> list[str]:
+    """The /dev/nvidia* nodes a process needs for GPU ``index`` only (PCI bus order)."""
+    common = ["/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools", "/dev/nvidia-modeset"]
+    minors: list[tuple[str, int]] = []
+    base = "/proc/driver/nvidia/gpus"
+    try:
+        for bus in sorted(os.listdir(base)):
+            with open(os.path.join(base, bus, "information")) as fh:
+                for line in fh:
+                    if line.startswith("Device Minor:"):
+                        minors.append((bus.lower(), int(line.split(":")[1])))
+    except (OSError, ValueError):
+        minors = []
+    if minors:
+        minors.sort()
+        if index >= len(minors):
+            raise JailError(f"GPU {index} does not exist here ({len(minors)} found)")
+        own = f"/dev/nvidia{minors[index][1]}"
+    else:
+        own = f"/dev/nvidia{index}"
+    return [p for p in [*common, own] if os.path.exists(p)]
+
+
+# ---- the jail ----------------------------------------------------------------------------------------
+
+
+class Jail:
+    """One jailed process tree. ``close()`` (or leaving ``with``) kills all of it."""
+
+    def __init__(self, spec: JailSpec, info: IsolationInfo) -> None:
+        self.spec, self.info = spec, info
+        self.level = info.level
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.cgroup: CGroup | None = None
+        self._uid: _Uid | None = None
+        self._scratch_host: str | None = None
+        self.child_pid: int | None = None  # the jailed command's pid as seen from here
+        self._killed_by_us = False
+        self._frozen_pids: list[int] = []
+
+    # -- paths ---------------------------------------------------------------------------------------
+    @property
+    def scratch(self) -> str:
+        """The scratch directory as the jailed process sees it."""
+        return SCRATCH_INSIDE if self.level == "sandbox" else str(self._scratch_host)
+
+    def inside(self, mount: Mount) -> str:
+        return inside_path(self.level, mount)
+
+    @property
+    def uid(self) -> int | None:
+        return self._uid.uid if self._uid else None
+
+    # -- start ---------------------------------------------------------------------------------------
+    @classmethod
+    def start(
+        cls,
+        spec: JailSpec,
+        info: IsolationInfo | None = None,
+        *,
+        pass_fds: tuple[int, ...] = (),
+        stdout: int | None = None,
+        stderr: int | None = None,
+    ) -> Jail:
+        jail = cls(spec, info or detect())
+        try:
+            jail._start(pass_fds, stdout, stderr)
+        except BaseException:
+            jail.close()
+            raise
+        return jail
+
+    def _start(self, pass_fds: tuple[int, ...], stdout: int | None, stderr: int | None) -> None:
+        spec, info = self.spec, self.info
+        if info.root and self.level in ("sandbox", "uid"):
+            self._uid = _Uid(self.info.uid_base)
+        if self.level != "sandbox":
+            self._scratch_host = tempfile.mkdtemp(prefix=f"stark-{spec.name}-")
+            if self._uid is not None:
+                os.chown(self._scratch_host, self._uid.uid, self._uid.uid)
+        if self._uid is not None:
+            for m in spec.mounts:
+                if m.writable:
+                    _chown_tree(m.src, self._uid.uid)
+                elif self.level == "uid":  # no mount namespace: only the owner may read it
+                    _chown_tree(m.src, self._uid.uid)
+                    os.chmod(m.src, 0o700)
+        env = dict(spec.env)
+        env["HOME"] = self.scratch  # never the user's: tools read config (and secrets) from HOME
+        env["TMPDIR"] = self.scratch
+        if info.cgroup and info.root:
+            self.cgroup = CGroup.create(
+                info.cgroup, f"{spec.name}-{os.getpid()}-{time.monotonic_ns()}", pids_max=spec.max_processes
+            )
+        argv = self._argv(env)
+        info_r = info_w = None
+        if self.level == "sandbox":
+            info_r, info_w = os.pipe()
+            argv = _insert_after(argv, info.bwrap or "bwrap", ["--info-fd", str(info_w)])
+        fds = tuple(pass_fds) + ((info_w,) if info_w is not None else ())
+        try:
+            self.proc = subprocess.Popen(
+                argv,
+                env=env if self.level != "sandbox" else _host_env(),
+                cwd=self._scratch_host or "/",
+                stdin=subprocess.DEVNULL,
+                stdout=stdout,
+                stderr=stderr,
+                pass_fds=fds,
+                close_fds=True,
+                start_new_session=True,
+            )
+        except OSError as exc:
+            raise JailError(f"cannot start {argv[0]}: {exc}") from None
+        finally:
+            if info_w is not None:
+                os.close(info_w)
+        if info_r is not None:
+            self.child_pid = _read_child_pid(info_r, self.proc)
+        else:
+            self.child_pid = self._find_child()
+
+    def _argv(self, env: dict[str, str]) -> list[str]:
+        spec, info = self.spec, self.info
+        inner = list(spec.argv)
+        if spec.cpus:
+            inner = ["taskset", "-c", ",".join(map(str, spec.cpus)), *inner]
+        if self._uid is not None and info.setpriv:
+            inner = [
+                info.setpriv,
+                f"--reuid={self._uid.uid}",
+                f"--regid={self._uid.uid}",
+                "--clear-groups",
+                "--inh-caps=-all",
+                "--",
+                *inner,
+            ]
+        if self.level == "sandbox":
+            inner = self._bwrap(env) + ["--", *inner]
+        if info.prlimit:
+            inner = [
+                info.prlimit,
+                f"--nproc={spec.max_processes}",
+                f"--fsize={spec.max_file_bytes}",
+                "--core=0",
+                "--",
+                *inner,
+            ]
+        if self.cgroup is not None:
+            inner = ["/bin/sh", "-c", 'echo $$ > "$0" && exec "$@"', self.cgroup.procs_file, *inner]
+        return inner
+
+    def _bwrap(self, env: dict[str, str]) -> list[str]:
+        spec, info = self.spec, self.info
+        argv = [
+            info.bwrap or "bwrap",
+            "--die-with-parent",
+            "--new-session",
+            "--unshare-pid",
+            "--unshare-net",
+            "--unshare-ipc",
+            "--unshare-uts",
+            "--unshare-cgroup-try",
+        ]
+        if not info.root:
+            argv += ["--unshare-user", "--disable-userns"]
+        argv += ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
+        if spec.gpu is not None:
+            for node in gpu_device_nodes(spec.gpu):
+                argv += ["--dev-bind", node, node]
+            if os.path.isdir("/dev/nvidia-caps"):
+                argv += ["--dev-bind", "/dev/nvidia-caps", "/dev/nvidia-caps"]
+        hidden = _existing_dirs(
+            ["/home", "/root", "/var/tmp", "/run/user", "/dev/shm", os.path.expanduser("~"), *spec.hidden]
+        )
+        for path in hidden:
+            argv += ["--perms", "0755", "--tmpfs", path]
+        made: set[str] = set()
+        for path in _rebinds(hidden, spec.visible):
+            argv += _parent_dirs(path, hidden, made) + ["--ro-bind", path, path]
+        argv += ["--perms", "1777", "--size", str(spec.scratch_bytes), "--tmpfs", SCRATCH_INSIDE]
+        for m in spec.mounts:
+            argv += _parent_dirs(m.dest, [SCRATCH_INSIDE], made)
+            argv += ["--bind" if m.writable else "--ro-bind", m.src, m.dest]
+        argv += ["--chdir", SCRATCH_INSIDE, "--clearenv"]
+        for key, value in env.items():
+            argv += ["--setenv", key, value]
+        return argv
+
+    def _find_child(self) -> int | None:
+        return self.proc.pid if self.proc is not None else None
+
+    # -- life ----------------------------------------------------------------------------------------
+    def poll(self) -> int | None:
+        return self.proc.poll() if self.proc is not None else -1
+
+    def wait(self, timeout: float | None = None) -> int | None:
+        if self.proc is None:
+            return -1
+        try:
+            return self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            return None
+
+    @property
+    def killed_by_us(self) -> bool:
+        return self._killed_by_us
+
+    def oom_killed(self) -> bool:
+        return self.cgroup.oom_killed() if self.cgroup is not None else False
+
+    def pids(self) -> list[int]:
+        """Every live process of the jail (the launcher chain included)."""
+        if self.cgroup is not None:
+            return self.cgroup.pids()
+        found = set()
+        if self.proc is not None and self.proc.poll() is None:
+            found.add(self.proc.pid)
+            found.update(descendants(self.proc.pid))
+        if self._uid is not None:
+            found.update(_processes_of(self._uid.uid))
+        return sorted(found)
+
+    def cpu_ns(self) -> int:
+        """CPU time the kernel accounted to every process of the jail so far (ns)."""
+        if self.cgroup is not None:
+            value = self.cgroup.cpu_ns()
+            if value is not None:
+                return value
+        total = 0
+        for pid in self.pids():
+            try:
+                tasks = os.listdir(f"/proc/{pid}/task")
+            except OSError:
+                continue
+            for tid in tasks:
+                try:
+                    with open(f"/proc/{pid}/task/{tid}/schedstat") as fh:
+                        total += int(fh.read().split()[0])
+                except (OSError, ValueError, IndexError):
+                    continue
+        return total
+
+    def freeze(self) -> bool:
+        """Stop every process of the jail (the GPU work it already queued keeps running)."""
+        if self.cgroup is not None and self.cgroup.freeze(True):
+            return True
+        self._frozen_pids = [p for p in self.pids() if self.proc is None or p != self.proc.pid]
+        for pid in self._frozen_pids:
+            _signal(pid, signal.SIGSTOP)
+        return True
+
+    def thaw(self) -> None:
+        if self.cgroup is not None and self.cgroup.freeze(False):
+            return
+        for pid in self._frozen_pids:
+            _signal(pid, signal.SIGCONT)
+        self._frozen_pids = []
+
+    def kill_all(self) -> None:
+        self._killed_by_us = True
+        if self.cgroup is not None:
+            self.cgroup.kill()
+        if self.proc is not None:
+            for pid in [self.proc.pid, *descendants(self.proc.pid)]:
+                _signal(pid, signal.SIGKILL)
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        if self._uid is not None:
+            _kill_uid(self._uid.uid)
+
+    def close(self) -> None:
+        self.kill_all()
+        if self.proc is not None:
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                pass
+        if self.cgroup is not None:
+            self.cgroup.remove()
+            self.cgroup = None
+        if self._uid is not None:
+            self._uid.release()
+            self._uid = None
+        if self._scratch_host is not None:
+            shutil.rmtree(self._scratch_host, ignore_errors=True)
+            self._scratch_host = None
+
+    def __enter__(self) -> Jail:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def inside_path(level: str, mount: Mount) -> str:
+    """Where a mount appears to the jailed process: its destination only inside a mount namespace."""
+    return mount.dest if level == "sandbox" else mount.src
+
+
+# ---- helpers -----------------------------------------------------------------------------------------
+
+
+def die_with_parent() -> None:
+    """Called first thing inside jailed processes: at the weaker levels nothing else kills them when the
+    process that started them dies (bubblewrap does at the sandbox level)."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
+def _signal(pid: int, sig: signal.Signals) -> None:
+    try:
+        os.kill(pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _host_env() -> dict[str, str]:
+    """bubblewrap itself gets a minimal environment; the jailed process gets ``--setenv`` values only."""
+    return {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}
+
+
+def _insert_after(argv: list[str], marker: str, extra: list[str]) -> list[str]:
+    i = argv.index(marker)
+    return argv[: i + 1] + extra + argv[i + 1 :]
+
+
+def _read_child_pid(fd: int, proc: subprocess.Popen[bytes], timeout: float = 10.0) -> int | None:
+    """bubblewrap writes ``{"child-pid": N}`` once the sandbox exists."""
+    import select
+
+    data = b""
+    deadline = time.monotonic() + timeout
+    try:
+        while time.monotonic() < deadline:
+            ready, _, _ = select.select([fd], [], [], 0.05)
+            if ready:
+                chunk = os.read(fd, 4096)
+                if not chunk:
+                    break
+                data += chunk
+                if b"}" in data:
+                    break
+            elif proc.poll() is not None:
+                break
+    finally:
+        os.close(fd)
+    try:
+        return int(json.loads(data.decode())["child-pid"])
+    except (ValueError, KeyError, TypeError):
+        return None
+
+
+def _existing_dirs(paths: list[str]) -> list[str]:
+    out: list[str] = []
+    for p in paths:
+        real = os.path.realpath(p)
+        if os.path.isdir(real) and real != "/" and real not in out:
+            out.append(real)
+    # a hidden parent already hides its children; keep the outermost only
+    return [p for p in out if not any(p != q and p.startswith(q + "/") for q in out)]
+
+
+def _python_paths() -> list[str]:
+    import site
+
+    paths = {sys.prefix, sys.base_prefix, sys.exec_prefix, os.path.dirname(os.path.realpath(sys.executable))}
+    try:
+        paths.update(site.getsitepackages())
+    except AttributeError:
+        pass
+    paths.update(p for p in sys.path if p and os.path.isdir(p))
+    here = Path(__file__).resolve()
+    paths.add(str(here.parents[3]))  # the directory holding the stark_mcp package
+    for var in ("CUDA_HOME", "CUDA_PATH"):
+        if os.environ.get(var):
+            paths.add(os.environ[var])
+    return sorted(os.path.realpath(p) for p in paths if p)
+
+
+def _rebinds(hidden: list[str], visible: list[str]) -> list[str]:
+    """Paths under a hidden directory that must stay readable: Python, its packages, import roots."""
+    wanted = [os.path.realpath(p) for p in [*_python_paths(), *visible] if os.path.exists(p)]
+    under = [p for p in wanted if any(p == h or p.startswith(h + "/") for h in hidden)]
+    under = sorted(set(under))
+    return [p for p in under if not any(p != q and p.startswith(q + "/") for q in under)]
+
+
+def _parent_dirs(path: str, roots: list[str], made: set[str]) -> list[str]:
+    """``--dir`` for each directory between a tmpfs root and ``path``: bubblewrap would make them 0700,
+    which a sandbox uid cannot traverse."""
+    root = next((r for r in roots if path.startswith(r.rstrip("/") + "/")), None)
+    if root is None:
+        return []
+    out: list[str] = []
+    parts = Path(path).relative_to(root).parts[:-1]
+    current = Path(root)
+    for part in parts:
+        current = current / part
+        if str(current) not in made:
+            made.add(str(current))
+            out += ["--perms", "0755", "--dir", str(current)]
+    return out
+
+
+def _chown_tree(path: str, uid: int) -> None:
+    for root, dirs, files in os.walk(path):
+        for name in [root, *(os.path.join(root, d) for d in dirs), *(os.path.join(root, f) for f in files)]:
+            try:
+                os.lchown(name, uid, uid)
+            except OSError:
+                pass

@@ -1,0 +1,189 @@
+"""Driving one runner through calls on fresh inputs: its regions, its slots, the flush, the checks.
+
+A ``Driver`` owns the shared regions of one runner (inputs in ``slots`` rotating copies, outputs) and
+turns "make a call on shape s" into: generate fresh inputs here, write them into the next slot, flush
+the L2 (trusted: done in this process, after the write), let the runner compute, and optionally
+snapshot its published outputs for a check. Standard library and torch only.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from stark_mcp.evaluator.common.regions import Region
+from stark_mcp.evaluator.trusted.problem import Call, LoadedProblem
+from stark_mcp.evaluator.trusted.runners import CallOutcome, RunnerHandle
+
+
+class DeviceTools:
+    """The worker's own GPU helpers: the L2 flush buffer and an idle probe."""
+
+    def __init__(self, device: str) -> None:
+        self.device = device
+        self.cuda = device.startswith("cuda")
+        self.flush_buf: torch.Tensor | None = None
+        self.probe_buf: torch.Tensor | None = None
+        self.idle_probe_ms: float | None = None
+        if self.cuda:
+            l2 = int(getattr(torch.cuda.get_device_properties(device), "L2_cache_size", 0) or 0)
+            self.flush_buf = torch.empty(max(2 * l2, 64 << 20) // 4, dtype=torch.int32, device=device)
+            self.probe_buf = torch.zeros(16 << 20, device=device)  # 64 MiB: one kernel of ~40 us
+            self.idle_probe_ms = self.probe()
+
+    def flush(self) -> None:
+        if self.flush_buf is not None:
+            self.flush_buf.zero_()
+
+    def sync(self) -> None:
+        if self.cuda:
+            torch.cuda.synchronize()
+
+    def probe(self, reps: int = 5) -> float:
+        """Fastest of a few runs of one fixed kernel in this process. One launch, so a late CPU cannot
+        stretch it; slow only when another process's kernels hold the GPU (contexts take turns)."""
+        assert self.probe_buf is not None
+        times = []
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        for _ in range(reps):
+            torch.cuda.synchronize()
+            start.record()
+            self.probe_buf.mul_(1.0)
+            end.record()
+            torch.cuda.synchronize()
+            times.append(start.elapsed_time(end))
+        return min(times)
+
+    def calibrate(self) -> None:
+        """The probe's time on this GPU now, before a candidate has done anything."""
+        if self.cuda:
+            self.idle_probe_ms = self.probe()
+
+    def gpu_busy(self) -> bool:
+        """Another process keeps the GPU busy: the probe is far slower than calibrated, twice running."""
+        if not self.cuda or self.idle_probe_ms is None:
+            return False
+        limit = 3.0 * self.idle_probe_ms + 0.1
+        if self.probe() <= limit:
+            return False
+        time.sleep(0.02)
+        return self.probe() > limit
+
+
+def free_device_bytes(device: str) -> int | None:
+    if not device.startswith("cuda"):
+        return None
+    free, _total = torch.cuda.mem_get_info(device)
+    return int(free)
+
+
+@dataclass
+class Made:
+    outcome: CallOutcome
+    call: Call
+    slot: int
+
+
+class Driver:
+    """Calls on one runner. ``regions()`` gives the (region, fd) pairs handed to it at setup."""
+
+    def __init__(
+        self,
+        problem: LoadedProblem,
+        runner: RunnerHandle,
+        tools: DeviceTools,
+        slots: int,
+        bracket_after_inputs: bool = False,
+    ) -> None:
+        self.problem, self.runner, self.tools, self.slots = problem, runner, tools, slots
+        self.bracket_after_inputs = bracket_after_inputs
+        self.input_leaves, in_bytes = problem.input_layout(slots)
+        self.output_leaves, out_bytes = problem.output_layout()
+        self.inputs, self.inputs_fd = Region.create(in_bytes, problem.device)
+        self.outputs, self.outputs_fd = Region.create(out_bytes, problem.device)
+        self.next_slot = 0
+        self.input_seconds = 0.0  # generating fresh inputs for this runner's calls
+
+    def regions(self) -> dict[str, tuple[Region, int]]:
+        return {"inputs": (self.inputs, self.inputs_fd), "outputs": (self.outputs, self.outputs_fd)}
+
+    def shapes_setup(self) -> list[dict[str, Any]]:
+        return [
+            {
+                "inputs": {"tree": spec.tree, "slots": self.input_leaves[i]},
+                "outputs": {"leaves": self.output_leaves[i]},
+            }
+            for i, spec in enumerate(self.problem.shapes)
+        ]
+
+    def slot_views(self, shape: int, slot: int) -> list[torch.Tensor]:
+        return [self.inputs.view(leaf) for leaf in self.input_leaves[shape][slot]]
+
+    def output_views(self, shape: int) -> list[torch.Tensor]:
+        return [self.outputs.view(leaf) for leaf in self.output_leaves[shape]]
+
+    def call(self, shape: int, timeout: float) -> Made:
+        """One call on fresh inputs; RunnerDied, RunnerTimeout and ControlError propagate."""
+        started = time.monotonic()
+        call = self.problem.new_call(shape)
+        self.input_seconds += time.monotonic() - started
+        slot = self.next_slot
+        self.next_slot = (self.next_slot + 1) % self.slots
+
+        def before() -> None:
+            for view, tensor in zip(self.slot_views(shape, slot), call.tensors, strict=True):
+                view.copy_(tensor)
+            self.tools.flush()
+            self.tools.sync()
+
+        outcome = self.runner.call(shape, slot, call.args, before, timeout, self.bracket_after_inputs)
+        return Made(outcome, call, slot)
+
+    def profile(self, shape: int, timeout: float) -> Any:
+        """One untimed, unchecked forward under the runner's profiler: its kernel list (or None)."""
+        from stark_mcp.evaluator.common.control import PROFILE
+
+        call = self.problem.new_call(shape)
+        slot = self.next_slot
+
+        def before() -> None:
+            for view, tensor in zip(self.slot_views(shape, slot), call.tensors, strict=True):
+                view.copy_(tensor)
+            self.tools.sync()
+
+        outcome = self.runner.call(shape, slot | PROFILE, call.args, before, timeout)
+        if outcome.meta.get("ok") is not True:
+            return str(outcome.meta.get("message", "no profile"))[:300]
+        return outcome.meta.get("kernels")
+
+    def snapshot(self, shape: int) -> list[torch.Tensor]:
+        """A private copy of the published outputs, taken once the call is over."""
+        return [v.clone() for v in self.output_views(shape)]
+
+    def mutated_inputs(self, made: Made) -> list[int]:
+        """Input tensor leaves the runner changed (compared with the pristine private copy)."""
+        changed = []
+        for i, (view, pristine) in enumerate(
+            zip(self.slot_views(made.call.shape, made.slot), made.call.tensors, strict=True)
+        ):
+            same = (
+                view.eq(pristine) | (view.isnan() & pristine.isnan())
+                if view.is_floating_point()
+                else view.eq(pristine)
+            )
+            if not bool(same.all()):
+                changed.append(i)
+        return changed
+
+    def close(self) -> None:
+        self.runner.close()
+        import os
+
+        for fd in (self.inputs_fd, self.outputs_fd):
+            try:
+                os.close(fd)
+            except OSError:
+                pass

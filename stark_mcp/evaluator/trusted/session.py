@@ -1,0 +1,448 @@
+"""One candidate's evaluation inside the trusted worker: start its runner, check it, time it beside
+the baseline, and write the result (a plain dict; the parent validates it into an ``Evaluation``).
+
+Order of events:
+  1. the candidate's runner starts in its jail, imports and constructs ``ModelNew`` (load);
+  2. ``trials`` calls per shape, every one on fresh inputs and every output checked (correctness);
+  3. per shape, warm-up calls, then blocks of baseline calls (candidate frozen) and candidate calls,
+     until the timing budget is spent; a secret random subset of candidate calls is checked, and at
+     least ``min_timed_checks`` of them at random positions (timing);
+  4. the figure of record per shape: the candidate's reported times, bounded by our bracket minus
+     the overhead calibrated on the baseline (``timing.py``).
+Every call the candidate sees looks the same: fresh inputs in a rotating slot, the same GO, the same
+DONE; whether it is checked is decided after it answers. Standard library and torch only.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import secrets
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from stark_mcp.evaluator.common import frames
+from stark_mcp.evaluator.common.control import ControlError
+from stark_mcp.evaluator.trusted import compare, timing
+from stark_mcp.evaluator.trusted.driver import DeviceTools, Driver, Made
+from stark_mcp.evaluator.trusted.problem import LoadedProblem, ProblemFailure
+from stark_mcp.evaluator.trusted.runners import RunnerDied, RunnerHandle, RunnerTimeout
+
+CANDIDATE_STATUSES = {"build_error", "load_error", "runtime_error", "rejected"}
+CALL_ERRORS = {("runtime_error", "exception"), ("rejected", "tamper")}
+
+
+class Stop(Exception):
+    """Ends the evaluation with a verdict."""
+
+    def __init__(self, status: str, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.status, self.reason, self.message = status, reason, message
+
+
+class InfraError(Exception):
+    """The machine, not the candidate or the problem, failed (a busy GPU, a dead baseline)."""
+
+
+@dataclass
+class Budget:
+    phase: str
+    seconds: float
+    started: float = field(default_factory=time.monotonic)
+
+    def left(self) -> float:
+        left = self.seconds - (time.monotonic() - self.started)
+        if left <= 0:
+            raise Stop(
+                "timeout",
+                self.phase,
+                f"the {self.phase} phase ran past its {self.seconds:g} s budget; "
+                "the candidate's processes were killed",
+            )
+        return left
+
+
+class Session:
+    def __init__(
+        self,
+        problem: LoadedProblem,
+        baseline: Driver,
+        tools: DeviceTools,
+        settings: dict[str, Any],
+        emit: Callable[[str], None],
+    ) -> None:
+        self.problem, self.baseline, self.tools, self.s, self.emit = problem, baseline, tools, settings, emit
+        self.contract = compare.Contract(
+            settings["tolerance_factor"], settings["tolerance_floor"], settings["fallback_tolerance"]
+        )
+        self.checks: list[compare.TrialCheck] = []
+        self.findings: list[str] = []
+        self.flags: list[str] = []
+        self.phase_seconds: dict[str, float] = {}
+        self.parts: dict[str, float] = {}  # inputs, reference, compare: seconds inside other phases
+        self.calls = self.checked = self.timed = self.timed_checked = 0
+        self.driver: Driver | None = None
+        self.kernels: list[list[Any]] | None = (
+            None  # reported by the candidate's own profiler: information only
+        )
+        self.rng = random.Random(secrets.randbits(64))
+
+    # -- entry ---------------------------------------------------------------------------------------
+    def run(self, runner: RunnerHandle, job: dict[str, Any]) -> dict[str, Any]:
+        """Evaluate with ``runner`` (started, waiting for its setup); ``job`` says where its files are."""
+        result: dict[str, Any] = {}
+        try:
+            self._load(runner, job)
+            self._phase("correctness", self._correctness)
+            shapes = self._phase("timing", self._timing)
+            result = {
+                "status": "passed",
+                "reason": None,
+                "message": "correct on every checked call",
+                "shapes": shapes,
+            }
+        except Stop as stop:
+            result = {"status": stop.status, "reason": stop.reason, "message": stop.message}
+        finally:
+            started = time.monotonic()
+            if self.driver is not None:
+                self.driver.close()  # the log pipe drains to its end once the jail is gone
+            else:
+                runner.close()
+            log = runner.log.text() if runner.log else ""
+            self.phase_seconds["teardown"] = round(time.monotonic() - started, 3)
+        if log and result.get("status") != "passed":
+            result["logs"] = {"candidate": log}
+        result.update(
+            kernels=self.kernels,
+            correctness=compare.summarize(self.checks) if self.checks else None,
+            findings=self.findings,
+            flags=self.flags,
+            phase_seconds=self.phase_seconds,
+            counts={
+                "calls": self.calls,
+                "checked_calls": self.checked,
+                "timed_calls": self.timed,
+                "timed_checked": self.timed_checked,
+            },
+        )
+        return result
+
+    def _phase(self, name: str, fn: Callable[[], Any]) -> Any:
+        """Run a phase; the time its calls spent generating inputs, in the reference and comparing is
+        reported under those names instead, so the phases still add up to the wall time."""
+        self.emit(name)
+        started = time.monotonic()
+        before = sum(self.parts.values())
+        inputs_before = self._input_seconds()
+        try:
+            return fn()
+        finally:
+            self.parts["inputs"] = self.parts.get("inputs", 0.0) + self._input_seconds() - inputs_before
+            inner = sum(self.parts.values()) - before
+            self.phase_seconds[name] = round(time.monotonic() - started - inner, 3)
+            for part, seconds in self.parts.items():
+                self.phase_seconds[part] = round(seconds, 3)
+
+    def _input_seconds(self) -> float:
+        return self.baseline.input_seconds + (self.driver.input_seconds if self.driver is not None else 0.0)
+
+    def _timed(self, part: str, fn: Callable[[], Any]) -> Any:
+        started = time.monotonic()
+        try:
+            return fn()
+        finally:
+            self.parts[part] = self.parts.get(part, 0.0) + time.monotonic() - started
+
+    # -- load ----------------------------------------------------------------------------------------
+    def _load(self, runner: RunnerHandle, job: dict[str, Any]) -> None:
+        self.emit("load")
+        started = time.monotonic()
+        self.tools.calibrate()  # the idle probe, measured now: clocks and load as they are for this run
+        self.driver = Driver(
+            self.problem, runner, self.tools, int(job["slots"]), bool(self.s["bracket_after_inputs"])
+        )
+        setup = {
+            "mode": "candidate",
+            "device": self.problem.device,
+            "module_path": f"{job['job']}/candidate.py",
+            "init_path": f"{job['job']}/init.pt",
+            "shapes": self.driver.shapes_setup(),
+            "timing": {"sleep_cycles": int(self.s["sleep_cycles"]), "spin_s": float(self.s["spin_s"])},
+            "threads": int(self.s["cpu_threads"]),
+            "poison": True,
+            "env": job.get("env", {}),
+            "sys_path": job.get("sys_path", []),
+        }
+        budget = float(self.s["load_timeout_s"]) + (
+            float(self.s["build_timeout_s"]) if job.get("deferred") else 0.0
+        )
+        try:
+            frame = runner.setup(setup, self.driver.regions(), budget)
+        except RunnerTimeout:
+            raise Stop(
+                "timeout",
+                "load",
+                f"the load phase ran past its {budget:g} s budget; the candidate's processes were killed",
+            ) from None
+        except RunnerDied as died:
+            raise Stop(
+                "runtime_error",
+                "signal" if "killed" in died.how else "no_result",
+                f"the candidate process {died.how} while loading",
+            ) from None
+        except frames.FrameError as exc:
+            raise Stop(
+                "runtime_error", "channel", f"invalid setup answer from the candidate: {exc}"
+            ) from None
+        finally:
+            self.phase_seconds["load"] = round(time.monotonic() - started, 3)
+        if frame.get("kind") == "ready":
+            changed = frame.get("flags_changed")
+            if isinstance(changed, list) and changed:
+                self.findings.append(
+                    "global torch flags changed at import: " + "; ".join(str(c)[:120] for c in changed[:8])
+                )
+            return
+        status, reason = frame.get("status"), frame.get("reason")
+        if frame.get("kind") != "error" or status not in CANDIDATE_STATUSES or not isinstance(reason, str):
+            raise Stop(
+                "runtime_error", "channel", f"invalid setup answer from the candidate: {str(frame)[:300]}"
+            )
+        raise Stop(str(status), reason[:40], str(frame.get("message", ""))[:4000])
+
+    # -- one call ------------------------------------------------------------------------------------
+    def _call(self, driver: Driver, shape: int, budget: Budget) -> Made:
+        try:
+            return driver.call(shape, budget.left())
+        except RunnerTimeout:
+            raise Stop(
+                "timeout",
+                budget.phase,
+                f"the {budget.phase} phase ran past its {budget.seconds:g} s "
+                "budget; the candidate's processes were killed",
+            ) from None
+        except RunnerDied as died:
+            raise Stop(
+                "runtime_error",
+                "signal" if "killed" in died.how else "no_result",
+                f"the candidate process {died.how} during the {budget.phase} phase",
+            ) from None
+        except ControlError as exc:
+            raise Stop("runtime_error", "channel", f"invalid DONE from the candidate: {exc}") from None
+        except ProblemFailure:
+            raise
+
+    def _judge(self, made: Made, checked: bool, phase: str) -> None:
+        """Validate a call's answer; with ``checked``, compare its outputs with the reference."""
+        assert self.driver is not None
+        self.calls += 1
+        meta = made.outcome.meta
+        if meta.get("ok") is not True:
+            status, reason = meta.get("status"), meta.get("reason")
+            if (status, reason) not in CALL_ERRORS:
+                raise Stop("runtime_error", "channel", f"invalid DONE from the candidate: {str(meta)[:300]}")
+            raise Stop(str(status), str(reason), str(meta.get("message", ""))[:2000])
+        spec = self.problem.shapes[made.call.shape]
+        published = (
+            self._timed("compare", lambda: self.driver.snapshot(made.call.shape))
+            if checked
+            else [None] * len(spec.outputs)
+        )
+        try:
+            cand = compare.validate_tree(meta.get("out"), published)
+        except compare.ChannelError as exc:
+            raise Stop("runtime_error", "channel", f"invalid output description: {exc}") from None
+        where = f"{phase} call {self.calls}" + (
+            f" on shape {spec.label}" if len(self.problem.shapes) > 1 else ""
+        )
+        if not checked:
+            bad = compare.check_structure(cand, spec.output_tree)
+            if bad is not None:
+                raise Stop(bad.status or "wrong_output", bad.reason or "type", f"{where}: {bad.message}")
+            return
+        self.checked += 1
+        mutated = self.driver.mutated_inputs(made)
+        if mutated:
+            raise Stop(
+                "rejected", "input_mutated", f"{where}: forward modified its input tensor(s) {mutated}"
+            )
+        flags = meta.get("flags")
+        if isinstance(flags, list) and "output_aliases_input" in flags:
+            raise Stop("rejected", "output_aliases_input", f"{where}: an output shares storage with an input")
+        native, ref64, note = self._timed("reference", lambda: self._reference(made))
+        check = self._timed(
+            "compare",
+            lambda: compare.check_trial(
+                cand,
+                compare.encode_reference(native),
+                compare.encode_reference(ref64) if ref64 is not None else None,
+                self.contract,
+            ),
+        )
+        if not check.used_fp64 and "no_fp64_reference" not in self.flags:
+            self.flags.append("no_fp64_reference")
+            if note:
+                self.findings.append(note)
+        self.checks.append(check)
+        if not check.ok:
+            reason = check.reason or "tolerance"
+            if phase != "correctness" and check.status == compare.WRONG:
+                reason = "inconsistent"
+            raise Stop(check.status or compare.WRONG, reason, f"{where}: {check.message}")
+
+    def _reference(self, made: Made) -> tuple[Any, Any, str]:
+        """The trusted reference for a call; a failure while the candidate runs is re-tried alone."""
+        try:
+            return self.problem.reference(made.call)
+        except (ProblemFailure, torch.OutOfMemoryError) as first:
+            assert self.driver is not None
+            self.driver.runner.close()
+            if self.problem.device.startswith("cuda"):
+                torch.cuda.empty_cache()
+            self.problem.reference(made.call)  # a ProblemFailure now is the problem's own
+            raise Stop(
+                "runtime_error",
+                "resource",
+                f"the trusted reference failed while the candidate ran "
+                f"({first}) and works alone: the candidate exhausted a shared resource",
+            ) from None
+
+    # -- phases --------------------------------------------------------------------------------------
+    def _correctness(self) -> None:
+        assert self.driver is not None
+        budget = Budget("correctness", float(self.s["correctness_timeout_s"]))
+        for shape in range(len(self.problem.shapes)):
+            for _ in range(int(self.s["trials"])):
+                self._judge(self._call(self.driver, shape, budget), True, "correctness")
+
+    def _timing(self) -> list[dict[str, Any]]:
+        budget = Budget("timing", float(self.s["timing_timeout_s"]))
+        shapes = [self._time_shape(shape, budget) for shape in range(len(self.problem.shapes))]
+        if self.tools.cuda:
+            assert self.driver is not None
+            try:
+                kernels = self.driver.profile(0, budget.left())
+            except (RunnerDied, RunnerTimeout, ControlError):
+                kernels = None
+            if isinstance(kernels, str):
+                self.findings.append(f"no kernel profile: {kernels}")
+            if isinstance(kernels, list):
+                self.kernels = [
+                    [str(k[0])[:300], float(k[1])]
+                    for k in kernels[:64]
+                    if isinstance(k, list) and len(k) == 2 and isinstance(k[1], (int, float))
+                ]
+        return shapes
+
+    def _checked(self, forced: set[int], index: int) -> bool:
+        return index in forced or self.rng.random() < float(self.s["check_rate"])
+
+    def _time_shape(self, shape: int, budget: Budget) -> dict[str, Any]:
+        assert self.driver is not None
+        s = self.s
+        cand, base = timing.Samples(), timing.Samples()
+        # Warm-up, at least 3 calls and warmup_s, judged like every other call.
+        started, warm = time.monotonic(), 0
+        while warm < 3 or (
+            time.monotonic() - started < float(s["warmup_s"])
+            and time.monotonic() - started < 8 * float(s["warmup_s"])
+        ):
+            made = self._call(self.driver, shape, budget)
+            self._judge(made, self._checked(set(), -1), "timing")
+            warm += 1
+        per_call_s = max(made.outcome.bracket_ns / 1e9, 1e-6)
+        expected = int(min(max(3, float(s["max_time_s"]) / per_call_s), int(s["min_calls"])))
+        forced = set(self.rng.sample(range(expected), min(int(s["min_timed_checks"]), expected)))
+        block = max(1, min(50, int(0.02 / per_call_s)))
+        for _ in range(3):  # the baseline runner is warm; three calls settle its clocks
+            self.baseline.call(shape, budget.left())
+        spent = 0.0  # trusted seconds of the candidate's timed calls: GPU wall, or CPU time on the CPU
+        index = 0
+        while True:
+            self._baseline_block(shape, block, base, budget)
+            for _ in range(block):
+                made = self._call(self.driver, shape, budget)
+                checked = self._checked(forced, index)
+                self._judge(made, checked, "timing")
+                cand.add(made.outcome.reported_ns, made.outcome.bracket_ns)
+                spent += made.outcome.bracket_ns / 1e9
+                self.timed += 1
+                self.timed_checked += int(checked)
+                index += 1
+            n = len(cand.reported_ms)
+            if n >= int(s["max_calls"]) or (n >= int(s["min_calls"]) and spent >= float(s["min_time_s"])):
+                break
+            if n >= 3 and spent >= float(s["max_time_s"]):
+                break
+        while self.timed_checked < min(int(s["min_timed_checks"]), index):  # slow kernels: top up the checks
+            self._judge(self._call(self.driver, shape, budget), True, "timing")
+            self.timed_checked += 1
+        self._baseline_block(shape, block, base, budget)
+        return self._figure(shape, cand, base)
+
+    def _baseline_block(self, shape: int, calls: int, samples: timing.Samples, budget: Budget) -> None:
+        """Baseline calls with the candidate frozen; on a GPU, first make sure it left nothing running."""
+        assert self.driver is not None
+        runner = self.driver.runner
+        runner.freeze()
+        try:
+            if self.tools.gpu_busy():
+                runner.close()
+                time.sleep(0.5)
+                if not self.tools.gpu_busy():
+                    raise Stop(
+                        "rejected",
+                        "background_gpu_work",
+                        "the candidate left GPU work running while it was frozen for the baseline's timing",
+                    )
+                raise InfraError("the GPU is busy with work from another process")
+            for _ in range(calls):
+                try:
+                    made = self.baseline.call(shape, budget.left())
+                except (RunnerDied, RunnerTimeout, ControlError) as exc:
+                    raise InfraError(f"the baseline runner failed: {exc}") from None
+                if made.outcome.meta.get("ok") is not True:
+                    raise InfraError(f"the baseline runner failed: {made.outcome.meta}")
+                samples.add(made.outcome.reported_ns, made.outcome.bracket_ns)
+        finally:
+            if runner.alive():
+                runner.thaw()
+
+    def _figure(self, shape: int, cand: timing.Samples, base: timing.Samples) -> dict[str, Any]:
+        s = self.s
+        overhead = timing.overhead_ms(base)
+        fig = timing.bounded(cand, overhead, float(s["abs_slack_ms"]), float(s["rel_slack"]))
+        label = self.problem.shapes[shape].label
+        self.findings += [f"{label}: {f}" if len(self.problem.shapes) > 1 else f for f in fig.findings]
+        if fig.forged:
+            raise Stop(
+                "rejected",
+                "timing_forged",
+                f"the candidate's process reported {fig.reported_ms:.4g} ms per "
+                f"call while the trusted clock saw {fig.external_ms:.4g} ms: its timing was tampered with",
+            )
+        if fig.source == "external" and "timing_mismatch" not in self.flags:
+            self.flags.append("timing_mismatch")
+        return {
+            "label": label,
+            "samples_ms": fig.samples_ms,
+            "baseline_ms": list(base.reported_ms),
+            "reported_ms": fig.reported_ms,
+            "external_ms": fig.external_ms,
+            "overhead_ms": fig.overhead_ms,
+            "source": fig.source,
+            # every call's pair of numbers, for tools/ that study the bound (the parent ignores them)
+            "raw": {
+                "candidate": [cand.reported_ms, cand.bracket_ms],
+                "baseline": [base.reported_ms, base.bracket_ms],
+            },
+        }
+
+
+def geomean(values: list[float]) -> float:
+    return math.exp(sum(math.log(v) for v in values) / len(values)) if values else float("nan")

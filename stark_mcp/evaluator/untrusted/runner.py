@@ -1,0 +1,276 @@
+"""The harness inside a sandboxed runner: ``python -P -m stark_mcp.evaluator.untrusted.runner FDS...``.
+
+Loads one module (a candidate's ``ModelNew``, or the problem's ``Model`` for a baseline), maps the
+shared input and output regions, then serves calls: wait for GO, run the forward on the inputs the
+worker just wrote, publish the outputs, answer DONE with the time it measured. A candidate controls
+this whole process, so the worker believes none of it: it brackets each call with its own clock,
+checks published outputs itself, and treats this file's reports as cross-checks and honest feedback.
+
+Standard library and torch only.
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import socket
+import sys
+import time
+import traceback
+from typing import Any
+
+import torch
+
+from stark_mcp.evaluator.common import control, frames
+from stark_mcp.evaluator.common.regions import Region
+from stark_mcp.evaluator.sandbox.launch import die_with_parent
+from stark_mcp.evaluator.untrusted import loading
+from stark_mcp.evaluator.untrusted.outputs import describe_and_publish
+from stark_mcp.evaluator.untrusted.watch import FlagWatch, FunctionWatch
+
+SETUP_TIMEOUT_S = 60.0  # after the fds arrive, the frame follows at once
+
+
+class Runner:
+    def __init__(
+        self, setup: dict[str, Any], frames_fd: int, block: Any, go_bell: int, done_bell: int
+    ) -> None:
+        self.setup = setup
+        self.frames_fd = frames_fd
+        self.side = control.RunnerSide(block)
+        self.go_bell, self.done_bell = go_bell, done_bell
+        self.device = str(setup["device"])
+        self.cuda = self.device.startswith("cuda")
+        timing = setup.get("timing") or {}
+        self.sleep_cycles = int(timing.get("sleep_cycles", 0))
+        self.spin_s = float(timing.get("spin_s", 0.0))
+        self.functions = FunctionWatch()
+        self.flags = FlagWatch()
+        self.model: Any = None
+        self.ready: dict[tuple[int, int], Any] = {}
+        self.last: Any = None
+        self.inputs_region: Region | None = None
+        self.outputs_region: Region | None = None
+
+    # -- setup ---------------------------------------------------------------------------------------
+    def load(self, fds: list[int]) -> None:
+        s = self.setup
+        regions = s["regions"]
+        for name in ("inputs", "outputs"):
+            spec = regions[name]
+            region = Region.attach(fds[int(spec["index"])], int(spec["nbytes"]), self.device)
+            setattr(self, f"{name}_region", region)
+        os.environ.update({str(k): str(v) for k, v in (s.get("env") or {}).items()})
+        for path in reversed(s.get("sys_path") or []):
+            sys.path.insert(0, str(path))
+        init = torch.load(s["init_path"], weights_only=True)
+        if s["mode"] == "reference":
+            module = loading.load_module(s["module_path"], "problem")
+            cls = module.Model
+        else:
+            module = loading.import_candidate(s["module_path"])
+            cls = getattr(module, "ModelNew", None)
+            if cls is None:
+                raise loading.Verdict(
+                    "load_error", "no_model_new", "the candidate module defines no ModelNew"
+                )
+        try:
+            model = loading.construct(cls, init, self.device)
+        except BaseException as exc:
+            raise loading.Verdict(
+                "load_error",
+                "constructor",
+                f"ModelNew(...) failed: {loading.describe(exc)}",
+                traceback.format_exc(),
+            ) from None
+        compile_mode = s.get("compile")
+        if compile_mode:
+            model = torch.compile(model, mode=None if compile_mode == "default" else compile_mode)
+        self.model = model
+        if self.cuda and s.get("poison", True):
+            loading.poison_cuda_allocator()
+            torch.cuda.synchronize()
+        self.shapes = s["shapes"]
+        torch.set_grad_enabled(False)  # once, rather than a no_grad context on every timed call
+        self.events = (
+            (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
+            if self.cuda
+            else None
+        )
+
+    # -- calls ---------------------------------------------------------------------------------------
+    def _inputs(self, shape: int, slot: int, args: list[Any]) -> list[Any]:
+        """Fresh tensor objects over the slot's memory (built ahead of a call when possible)."""
+        assert self.inputs_region is not None
+        spec = self.shapes[shape]["inputs"]
+        leaves = spec["slots"][slot]
+
+        def build(node: dict[str, Any]) -> Any:
+            kind = node["k"]
+            if kind == "tensor":
+                return self.inputs_region.view(leaves[node["leaf"]])
+            if kind == "arg":
+                return args[node["i"]]
+            items = [build(x) for x in node["items"]]
+            return tuple(items) if node["type"] == "tuple" else items
+
+        return list(build(spec["tree"]))
+
+    def _outputs(self, shape: int) -> list[torch.Tensor]:
+        assert self.outputs_region is not None
+        return [self.outputs_region.view(leaf) for leaf in self.shapes[shape]["outputs"]["leaves"]]
+
+    def prepare(self, shape: int) -> None:
+        """Build the next calls' views now, between calls: Python work kept off the timed path.
+        Non-tensor arguments (known only at GO) are filled in then."""
+        self.ready = {}
+        spec = self.shapes[shape]["inputs"]
+        if any_arg(spec["tree"]):
+            return
+        for slot in range(len(spec["slots"])):
+            self.ready[(shape, slot)] = (self._inputs(shape, slot, []), self._outputs(shape))
+
+    def call(self, shape: int, slot: int, args: list[Any]) -> tuple[int, dict[str, Any]]:
+        if self.cuda and self.sleep_cycles:
+            # First: the GPU sleeps while this process prepares and launches, so the Python below
+            # overlaps with device time instead of adding to every call's wall time.
+            torch.cuda._sleep(self.sleep_cycles)
+        ready = self.ready.pop((shape, slot), None)
+        inputs, expected = (
+            ready if ready is not None else (self._inputs(shape, slot, args), self._outputs(shape))
+        )
+        if self.cuda:
+            start, end = self.events
+            start.record()
+            out = self.model(*inputs)
+            end.record()
+            tree, flags = describe_and_publish(out, expected, inputs)
+            torch.cuda.synchronize()
+            reported_ns = int(start.elapsed_time(end) * 1e6)
+        else:
+            t0 = time.process_time_ns()  # CPU time, as the worker measures it from outside
+            out = self.model(*inputs)
+            reported_ns = time.process_time_ns() - t0
+            tree, flags = describe_and_publish(out, expected, inputs)
+        self.last = (out, inputs)  # freed after DONE, not on the timed path
+        return reported_ns, {"ok": True, "out": tree, "flags": flags}
+
+    def profile(self, shape: int, slot: int, args: list[Any]) -> dict[str, Any]:
+        """Device time per kernel name over one forward (the worker computes the own-kernel share)."""
+        from torch.profiler import ProfilerActivity, profile
+
+        inputs = self._inputs(shape, slot, args)
+        totals: dict[str, float] = {}
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            self.model(*inputs)
+            torch.cuda.synchronize()
+        for evt in prof.events():
+            if evt.device_type == torch.autograd.DeviceType.CUDA:
+                us = getattr(evt, "device_time", None)
+                if us is None:
+                    us = getattr(evt, "cuda_time", 0.0)
+                totals[evt.name[:300]] = totals.get(evt.name[:300], 0.0) + float(us or 0.0)
+        top = sorted(totals.items(), key=lambda kv: -kv[1])[:64]
+        return {"ok": True, "kernels": [[name, us] for name, us in top]}
+
+    def serve(self) -> None:
+        seq, tampered = 0, []
+        while True:
+            control.wait_for(self.side.go_seq, seq + 1, self.go_bell, spin_s=self.spin_s, timeout=1e9)
+            seq, shape, slot, args = self.side.go()
+            if slot & control.PROFILE:
+                try:
+                    meta = self.profile(shape, slot & ~control.PROFILE, args) if self.cuda else {"ok": True}
+                except BaseException as exc:  # noqa: BLE001 - a profile is optional
+                    traceback.print_exc()
+                    meta = {"ok": False, "message": loading.describe(exc)[:500]}
+                self.side.done(seq, 0, meta)
+                control.ring(self.done_bell)
+                continue
+            try:
+                reported_ns, meta = self.call(shape, slot, args)
+                if tampered:  # found after the previous call: reported now
+                    meta = {
+                        "ok": False,
+                        "status": "rejected",
+                        "reason": "tamper",
+                        "message": f"harness function(s) replaced: {', '.join(tampered)}",
+                    }
+            except BaseException as exc:  # noqa: BLE001 - every failure of the forward is a verdict
+                traceback.print_exc()
+                reported_ns = 0
+                meta = {
+                    "ok": False,
+                    "status": "runtime_error",
+                    "reason": "exception",
+                    "message": f"forward raised {loading.describe(exc)}"[:2000],
+                }
+            self.side.done(seq, reported_ns, meta)
+            control.ring(self.done_bell)
+            # Off the clock: free the last call's objects, check our own functions, build the next views.
+            self.last = None
+            tampered = self.functions.replaced()
+            self.prepare(shape)
+
+
+def any_arg(node: dict[str, Any]) -> bool:
+    if node["k"] == "arg":
+        return True
+    return any(any_arg(x) for x in node.get("items", []))
+
+
+def main(argv: list[str]) -> None:
+    frames_fd, block_fd, go_bell, done_bell = (int(x) for x in argv[:4])
+    sys.path[:] = [p for p in sys.path if p not in ("", os.getcwd())]
+    die_with_parent()
+    os.makedirs(os.environ.get("HOME", "/tmp"), exist_ok=True)
+    if torch.cuda.is_available() and os.environ.get("CUDA_VISIBLE_DEVICES", "x") != "":
+        torch.zeros(1, device="cuda")  # a spare initializes CUDA while it waits for work
+    sock = socket.socket(fileno=frames_fd)
+    _msg, fds, _flags, _addr = socket.recv_fds(sock, 1, 8)  # blocks until the worker assigns work
+    if not fds:
+        os._exit(0)
+    setup = frames.recv(frames_fd, timeout=SETUP_TIMEOUT_S)
+    if setup is None:
+        os._exit(0)
+    threads = int(setup.get("threads") or 0)
+    if threads:
+        torch.set_num_threads(threads)
+    runner = Runner(setup, frames_fd, control.attach(block_fd), go_bell, done_bell)
+    try:
+        runner.load(fds)
+        changed = runner.flags.changed()
+        # Collections then scan only what calls allocate, not everything imported so far: the harness's
+        # share of each call's CPU time stops depending on what the candidate (or torch) loaded.
+        gc.collect()
+        gc.freeze()
+        frames.send(frames_fd, {"kind": "ready", "flags_changed": changed})
+    except loading.Verdict as v:
+        frames.send(frames_fd, v.frame())
+        sys.stderr.write(v.tb)
+        os._exit(0)
+    except BaseException as exc:  # noqa: BLE001
+        tb = traceback.format_exc()
+        sys.stderr.write(tb)
+        frames.send(
+            frames_fd,
+            {
+                "kind": "error",
+                "status": "runtime_error",
+                "reason": "exception",
+                "message": f"setup failed: {loading.describe(exc)}"[:4000],
+                "traceback": tb[-8000:],
+            },
+        )
+        os._exit(0)
+    runner.serve()
+
+
+if __name__ == "__main__":
+    try:
+        main(sys.argv[1:])
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        # No interpreter teardown: candidate atexit hooks must not run after the last DONE.
+        os._exit(0)

@@ -1,0 +1,244 @@
+"""The parent's handle on a trusted worker process (one per device): start it, talk to it, restart it.
+
+Commands are serialized per worker (the device's FIFO queue). The worker is trusted code, but its
+answers are still validated by the caller, and a worker that dies or sends garbage is restarted and
+the command reported as an ``WorkerCrashed`` for the service to retry. Cancelling a command kills
+the worker (and with it every jail it started); the next command starts a fresh one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+import signal
+import struct
+import sys
+import tempfile
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+from stark_mcp.evaluator.errors import EvaluatorError
+from stark_mcp.evaluator.sandbox.env import scrub_env
+from stark_mcp.evaluator.sandbox.levels import SandboxPolicy
+
+WORKER_MODULE = "stark_mcp.evaluator.trusted.worker"
+_HEADER = struct.Struct(">I")
+MAX_FRAME = 64 << 20
+START_TIMEOUT_S = 180.0
+
+
+class WorkerCrashed(EvaluatorError):
+    """The worker process died or misbehaved while serving a command."""
+
+
+class WorkerClient:
+    def __init__(
+        self, device: str, gpu_index: int | None, hidden: list[str], policy: SandboxPolicy | None = None
+    ) -> None:
+        self.device, self.gpu_index, self.hidden = device, gpu_index, hidden
+        self.policy = policy or SandboxPolicy()
+        self.lock = asyncio.Lock()
+        self.proc: asyncio.subprocess.Process | None = None
+        self._reader: asyncio.StreamReader | None = None
+        self._transport: asyncio.BaseTransport | None = None
+        self._in_w: int | None = None
+        self._workdir: str | None = None
+        self.loaded: dict[str, dict[str, Any]] = {}
+        self.hello: dict[str, Any] = {}
+
+    # -- process -------------------------------------------------------------------------------------
+    async def _start(self) -> None:
+        in_r, in_w = os.pipe()
+        out_r, out_w = os.pipe()
+        self._workdir = tempfile.mkdtemp(prefix="stark-worker-")
+        os.chmod(self._workdir, 0o711)
+        env = scrub_env(os.environ, {})
+        if self.gpu_index is not None:
+            env.update(CUDA_VISIBLE_DEVICES=str(self.gpu_index), CUDA_DEVICE_ORDER="PCI_BUS_ID")
+        device = "cuda:0" if self.gpu_index is not None else "cpu"
+        try:
+            self.proc = await asyncio.create_subprocess_exec(
+                sys.executable,
+                "-P",
+                "-X",
+                "faulthandler",
+                "-m",
+                WORKER_MODULE,
+                str(in_r),
+                str(out_w),
+                device,
+                self._workdir,
+                str(self.gpu_index or 0),
+                self.policy.to_json(),
+                env=env,
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.DEVNULL,
+                stderr=None,
+                pass_fds=(in_r, out_w),
+                start_new_session=True,
+            )
+        finally:
+            os.close(in_r)
+            os.close(out_w)
+        self._in_w = in_w
+        loop = asyncio.get_running_loop()
+        self._reader = asyncio.StreamReader(limit=MAX_FRAME)
+        self._transport, _ = await loop.connect_read_pipe(
+            lambda: asyncio.StreamReaderProtocol(self._reader), os.fdopen(out_r, "rb", buffering=0)
+        )
+        hello = await self._recv(START_TIMEOUT_S)
+        if hello is None or hello.get("kind") != "hello":
+            await self.stop()
+            raise EvaluatorError(f"the evaluator's worker for {self.device} did not start: {hello}")
+        self.hello = hello
+        self.loaded = {}
+
+    async def stop(self) -> None:
+        if self.proc is not None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+            try:
+                await asyncio.wait_for(self.proc.wait(), 10)
+            except TimeoutError:
+                pass
+        if self._transport is not None:
+            self._transport.close()
+        if self._in_w is not None:
+            try:
+                os.close(self._in_w)
+            except OSError:
+                pass
+        if self._workdir is not None:
+            shutil.rmtree(self._workdir, ignore_errors=True)
+        self.proc = self._reader = self._transport = self._in_w = self._workdir = None
+        self.loaded = {}
+
+    async def shutdown(self, grace: float = 5.0) -> None:
+        """Ask the worker to close its jails and exit; kill it if it does not."""
+        if self.proc is not None and self.proc.returncode is None and self._in_w is not None:
+            try:
+                self._send({"cmd": "shutdown"})
+                await asyncio.wait_for(self.proc.wait(), grace)
+            except (TimeoutError, OSError):
+                pass
+        await self.stop()
+
+    @property
+    def isolation(self) -> tuple[str, str]:
+        return str(self.hello.get("isolation", "")), str(self.hello.get("isolation_note", ""))
+
+    # -- frames --------------------------------------------------------------------------------------
+    def _send(self, frame: dict[str, Any]) -> None:
+        assert self._in_w is not None
+        data = json.dumps(frame).encode()
+        view = memoryview(_HEADER.pack(len(data)) + data)
+        while view:
+            view = view[os.write(self._in_w, view) :]
+
+    async def _recv(self, timeout: float | None) -> dict[str, Any] | None:
+        assert self._reader is not None
+        try:
+            header = await asyncio.wait_for(self._reader.readexactly(_HEADER.size), timeout)
+            (size,) = _HEADER.unpack(header)
+            if size > MAX_FRAME:
+                raise WorkerCrashed(f"the worker sent a frame of {size} bytes")
+            payload = await self._reader.readexactly(size)
+        except asyncio.IncompleteReadError:
+            return None
+        try:
+            frame = json.loads(payload)
+        except ValueError as exc:
+            raise WorkerCrashed(f"the worker sent a frame that is not JSON: {exc}") from None
+        if not isinstance(frame, dict):
+            raise WorkerCrashed("the worker sent a frame that is not an object")
+        return frame
+
+    # -- commands ------------------------------------------------------------------------------------
+    async def command(
+        self,
+        frame: dict[str, Any],
+        *,
+        expect: set[str],
+        timeout: float | None,
+        on_progress: Callable[[dict[str, Any]], Awaitable[None]] | None = None,
+        problem: dict[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        """Send one command (loading its problem first if needed) and return the answer frame."""
+        async with self.lock:
+            try:
+                await self._ensure_started()
+                if problem is not None:
+                    answer = await self._load(problem)
+                    if answer.get("kind") == "problem_error":
+                        return answer
+                self._send(frame)
+                return await self._answer(expect, timeout, on_progress)
+            except asyncio.CancelledError:
+                await self.stop()  # kills the worker's session: every jail it started goes with it
+                raise
+            except WorkerCrashed:
+                await self.stop()
+                raise
+
+    async def load(self, problem: dict[str, Any]) -> dict[str, Any]:
+        """Load a problem (import, reference, shapes, sizing): ``loaded`` or ``problem_error``."""
+        async with self.lock:
+            try:
+                await self._ensure_started()
+                return await self._load(problem)
+            except (asyncio.CancelledError, WorkerCrashed):
+                await self.stop()
+                raise
+
+    async def _ensure_started(self) -> None:
+        if self.proc is None or self.proc.returncode is not None:
+            await self.stop()
+            await self._start()
+
+    async def _load(self, problem: dict[str, Any]) -> dict[str, Any]:
+        if problem["key"] in self.loaded:
+            return self.loaded[problem["key"]]
+        self._send({"cmd": "load", **problem, "hidden": self.hidden})
+        answer = await self._answer({"loaded", "problem_error"}, None, None)
+        if answer.get("kind") == "loaded":
+            self.loaded[problem["key"]] = answer
+        return answer
+
+    async def _answer(
+        self,
+        expect: set[str],
+        timeout: float | None,
+        on_progress: Callable[[dict[str, Any]], Awaitable[None]] | None,
+    ) -> dict[str, Any]:
+        loop = asyncio.get_running_loop()
+        deadline = None if timeout is None else loop.time() + timeout
+        while True:
+            remaining = None if deadline is None else max(0.0, deadline - loop.time())
+            try:
+                frame = await self._recv(remaining)
+            except TimeoutError:
+                raise WorkerCrashed("the worker did not answer in time") from None
+            if frame is None:
+                code = self.proc.returncode if self.proc else None
+                raise WorkerCrashed(f"the worker exited (code {code}) while serving a command")
+            kind = frame.get("kind")
+            if kind == "progress":
+                if on_progress is not None:
+                    await on_progress(frame)
+                continue
+            if kind == "infra_error":
+                raise WorkerCrashed(str(frame.get("message", "infrastructure error")))
+            if kind in expect:
+                return frame
+            raise WorkerCrashed(f"unexpected answer from the worker: {str(frame)[:300]}")
+
+
+def problem_frame(
+    key: str, name: str, path: Path, settings: dict[str, Any], visible: list[str]
+) -> dict[str, Any]:
+    return {"key": key, "name": name, "path": str(path), "settings": settings, "visible": visible}

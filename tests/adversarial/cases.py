@@ -1,0 +1,117 @@
+"""The adversarial suite's cases: candidate files whose docstring declares their class and expectation.
+
+    Class: timed calls do no work
+    Problem: scaled_add                   (a file in tests/adversarial/problems/, or ../fixtures/cuda/)
+    Expect: wrong_output/* | passed<=1.35
+
+An expectation is alternatives separated by ``|``: ``status/reason`` (``*`` for any reason), ``passed``
+(an honest control: passed, and the trusted clock agreed with what its process reported), or
+``passed<=X`` (passing is allowed only without an unearned speedup: eager / candidate at most X).
+Used by the CPU tests and by tools/gpu_adversarial.py, so it imports nothing from the tests.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+
+
+@dataclass(frozen=True)
+class Alternative:
+    status: str
+    reason: str = "*"
+    max_speedup: float | None = None
+    honest: bool = False
+
+    def __str__(self) -> str:
+        if self.status == "passed":
+            return "passed" if self.honest else f"passed<={self.max_speedup}"
+        return f"{self.status}/{self.reason}"
+
+
+@dataclass(frozen=True)
+class Case:
+    path: Path
+    klass: str
+    problem: str
+    expect: tuple[Alternative, ...]
+
+    @property
+    def name(self) -> str:
+        return self.path.stem
+
+    @property
+    def source(self) -> str:
+        return self.path.read_text()
+
+    @property
+    def honest(self) -> bool:
+        return any(a.honest for a in self.expect)
+
+
+def _field(doc: str, name: str, path: Path) -> str:
+    match = re.search(rf"^{name}:\s*(.+)$", doc, re.MULTILINE)
+    if match is None:
+        raise ValueError(f"{path}: the docstring has no '{name}:' line")
+    return match.group(1).strip()
+
+
+def parse_expect(text: str) -> tuple[Alternative, ...]:
+    out = []
+    for part in (p.strip() for p in text.split("|")):
+        if part == "passed":
+            out.append(Alternative("passed", honest=True))
+        elif part.startswith("passed<="):
+            out.append(Alternative("passed", max_speedup=float(part.removeprefix("passed<="))))
+        elif "/" in part:
+            status, reason = part.split("/", 1)
+            out.append(Alternative(status, reason))
+        else:
+            raise ValueError(f"bad expectation {part!r}")
+    return tuple(out)
+
+
+def load(folder: Path) -> list[Case]:
+    cases = []
+    for path in sorted(folder.glob("*.py")):
+        if path.name.startswith("_"):
+            continue
+        doc = path.read_text().split('"""')[1]
+        cases.append(
+            Case(
+                path,
+                _field(doc, "Class", path),
+                _field(doc, "Problem", path),
+                parse_expect(_field(doc, "Expect", path)),
+            )
+        )
+    return cases
+
+
+def verdict_of(evaluation: Any) -> str:
+    return f"{evaluation.status.value}/{evaluation.reason or '-'}"
+
+
+def judge(case: Case, evaluation: Any) -> tuple[bool, str]:
+    """Did ``evaluation`` meet the case's expectation? (ok, what was seen)."""
+    status, reason = evaluation.status.value, evaluation.reason
+    speedup = evaluation.speedups.get("eager")
+    seen = verdict_of(evaluation) + (f" at {speedup:.2f}x" if speedup else "")
+    if evaluation.flags:
+        seen += f" flags={','.join(evaluation.flags)}"
+    for alt in case.expect:
+        if alt.status != status:
+            continue
+        if status == "passed":
+            if alt.honest and "timing_mismatch" not in evaluation.flags:
+                return True, seen
+            if alt.max_speedup is not None and speedup is not None and speedup <= alt.max_speedup:
+                return True, seen
+            continue
+        if alt.reason in ("*", reason):
+            return True, seen
+    return False, seen
