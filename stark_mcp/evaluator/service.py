@@ -26,6 +26,7 @@ from stark_mcp.evaluator.errors import EvaluatorError
 from stark_mcp.evaluator.integrity import Integrity
 from stark_mcp.evaluator.probe import DeviceInfo, Prober
 from stark_mcp.evaluator.sandbox.cgroups import remove_own, sweep_stale
+from stark_mcp.evaluator.sandbox.launch import unreadable_root
 from stark_mcp.evaluator.sandbox.levels import IsolationInfo, IsolationUnavailable, SandboxPolicy, detect
 from stark_mcp.evaluator.settings import BASELINE_NAMES, EvalSettings
 from stark_mcp.evaluator.static_checks import check_candidate
@@ -158,6 +159,7 @@ class Evaluator:
 
     async def check_problem(self, problem: Problem, device: str = "auto") -> None:
         """Import, build the reference, generate inputs for every shape, run it, check it fits."""
+        await self._check_import_roots(problem)
         info = await self._device(device)
         worker = self._worker(info)
         for attempt in (1, 2):
@@ -175,6 +177,24 @@ class Evaluator:
                     + str(answer.get("traceback", ""))[-2000:]
                 )
             return
+
+    async def _check_import_roots(self, problem: Problem) -> None:
+        """The trusted worker runs as us; candidates and baselines may run as a uid of their own,
+        which must be able to import the user's code: refuse now, with the folder to fix."""
+        roots = getattr(problem, "import_roots", ())
+        if not roots:
+            return
+        info = await self.isolation()
+        if not (info.root and info.level in ("sandbox", "uid")):
+            return
+        for root in roots:
+            blocked = await asyncio.to_thread(unreadable_root, root, info.level, self.hidden)
+            if blocked is not None:
+                raise ProblemError(
+                    f"{problem.name}: candidates run as a user of their own (isolation {info.level}), who "
+                    f"cannot read {blocked} on the way to the import root {root}; make it readable "
+                    f"(chmod o+rx {blocked}) or move the project"
+                )
 
     # -- baselines -----------------------------------------------------------------------------------
     async def baselines(

@@ -68,7 +68,8 @@ def _stark_self_check(device=None):
     print(_STARK_RECORDED)
     shapes = reference.get("SHAPES") or [{}]  # a problem's declared input sets: every one is checked
     for shape in shapes:
-        label = ",".join(f"{k}={v}" for k, v in shape.items())
+        label = ",".join(f"{k}={'x'.join(map(str, v)) if isinstance(v, (list, tuple)) else v}"
+                         for k, v in shape.items())
         prefix = f"{label}: " if len(shapes) > 1 else ""
         raw = reference["get_inputs"](**shape)
         inputs = [x.to(device) if isinstance(x, torch.Tensor) else x for x in raw]

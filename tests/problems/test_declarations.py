@@ -107,3 +107,12 @@ def test_a_source_with_a_syntax_error_declares_nothing_and_the_loader_names_the_
     assert Problem(name="p", source=broken).shapes == ()
     with pytest.raises(ProblemError, match="syntax error at line 2"):
         problem_from_source(broken)
+
+
+@pytest.mark.parametrize("shape", [{}, {"batch": 8, "seq": 128}, {"dims": [2, 3], "scale": 0.5, "causal": True}])
+def test_the_evaluator_labels_a_shape_as_the_problem_does(shape: dict) -> None:
+    # Results carry the evaluator's labels; the problem, its export and STARK_PROVEN name shapes by
+    # shape_label. The trusted side cannot import problems/, so the two must agree by test.
+    from stark_mcp.evaluator.trusted.problem import _label
+
+    assert _label(shape) == shape_label(shape)

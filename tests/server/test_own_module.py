@@ -132,7 +132,7 @@ async def converse(server: Any, project: Path, home: Path) -> Flow:
         board = await call(client, "leaderboard", {"run_id": run_id}, keep=("entries",))
         results["leaderboard"] = board
         exported = await call(client, "export_kernel", {"run_id": run_id},
-                              keep=("node_id", "runtime_ms", "speedups", "source"))
+                              keep=("node_id", "runtime_ms", "speedups", "shapes", "warnings", "source"))
         results["export"] = exported
         (project / "src" / "mylib" / "fast_mlp.py").write_text(exported["source"])
         log.host("Saved it as src/mylib/fast_mlp.py. To use it, one line after building the model: "
@@ -145,12 +145,12 @@ async def converse(server: Any, project: Path, home: Path) -> Flow:
 
 
 @pytest.fixture(scope="module")
-def flow(tmp_path_factory: pytest.TempPathFactory) -> Flow:
+async def flow(tmp_path_factory: pytest.TempPathFactory) -> Flow:
     base = tmp_path_factory.mktemp("own-module")
     project = base / "proj"
     shutil.copytree(USER_PACKAGE, project)
     server = make_server(base / "home")
-    return anyio.run(converse, server, project, base / "home")
+    return await converse(server, project, base / "home")
 
 
 async def test_the_problem_comes_from_the_users_module_and_the_run_passes_and_fails_as_it_should(
@@ -195,10 +195,10 @@ async def test_the_export_swaps_into_the_users_model_with_its_weights_and_output
     proven = report["proven"]
     assert proven["target"] == "mylib.layers:ScaledMLP" and proven["init_inputs"] == [32, 64, 0.5]
     assert proven["device"] == "cpu" and proven["module_dtype"] == "float32" and proven["node"] == "n2"
-    # It claims the input sets the evaluation reported, never more (the first one at least).
+    # It claims the input sets the evaluation reported: both.
     claimed = proven["input_sets"]
-    assert next(iter(claimed)) == "batch=2,seq=4" and claimed["batch=2,seq=4"] == "x: float32[2, 4, 32]"
-    assert set(claimed) <= {"batch=2,seq=4", "batch=8,seq=16"}
+    assert claimed == {"batch=2,seq=4": "x: float32[2, 4, 32]", "batch=8,seq=16": "x: float32[8, 16, 32]"}
+    assert set(proven["speedups_per_set"]) == set(claimed)
     assert "size mismatch" in report["wrong_size"] and "ScaledMLP(32, 64, 0.5)" in report["wrong_size"]
     assert report["wrong_dtype"].startswith("this kernel was proven with float32 parameters, not float64")
     assert report["self_check"] == 0, report["self_check_output"]
@@ -208,28 +208,31 @@ async def test_the_export_swaps_into_the_users_model_with_its_weights_and_output
     header = exported["source"].splitlines()[:10]
     assert header[0].startswith(f"# Exported by stark-mcp from run {flow.run_id}, node n2")
     assert "#   batch=2,seq=4: x: float32[2, 4, 32]" in header
-    if len(claimed) == 1:
-        unproven = "# Declared by the problem but not reported by the evaluator, so not proven: "
-        assert unproven + "batch=8,seq=16" in header
+    assert not any("not proven" in line for line in header)
     # A failing node is refused rather than exported as if it were proven.
     async with Client(flow.server) as client:
         refused = await client.call_tool("export_kernel", {"run_id": flow.run_id, "node_id": "n1"})
     assert refused.is_error and "did not pass (wrong_output)" in refused.content[0].text
 
 
-@pytest.mark.xfail(strict=True, reason="needs the evaluator's SHAPES support")
 async def test_a_kernel_correct_on_one_input_set_only_fails(flow: Flow) -> None:
     async with Client(flow.server) as client:
         result = ok(await client.call_tool("evaluate_kernel", {"run_id": flow.run_id,
                                                                "source": candidate("cand_mlp_overfit")}))
     assert result["status"] == "wrong_output", result
+    assert "batch=8,seq=16" in result["message"], result["message"]
 
 
-@pytest.mark.xfail(strict=True, reason="needs the evaluator's SHAPES support")
 async def test_speedups_are_reported_per_input_set_and_as_their_geometric_mean(flow: Flow) -> None:
     child = flow.results["cand_mlp_addmm"]
     assert [s["label"] for s in child["shapes"]] == ["batch=2,seq=4", "batch=8,seq=16"]
     per_set = [s["speedups"]["eager"] for s in child["shapes"]]
     assert child["speedups"]["eager"] == pytest.approx(math.sqrt(per_set[0] * per_set[1]), rel=1e-6)
-    # ... and the export then states both input sets as proven.
-    assert "#   batch=8,seq=16: x: float32[8, 16, 32]" in flow.results["export"]["source"].splitlines()[:10]
+    # ... and the export then states both input sets as proven, with the speedup on each.
+    export = flow.results["export"]
+    assert "#   batch=8,seq=16: x: float32[8, 16, 32]" in export["source"].splitlines()[:10]
+    assert export["shapes"] == {s["label"]: s["speedups"] for s in child["shapes"]}
+    # get_node shows the same per-set results.
+    async with Client(flow.server) as client:
+        node = ok(await client.call_tool("get_node", {"run_id": flow.run_id, "node_id": child["node_id"]}))
+    assert node["evaluation"]["shapes"] == child["shapes"]

@@ -19,6 +19,7 @@ import fcntl
 import json
 import os
 import shutil
+import stat
 import signal
 import subprocess
 import sys
@@ -31,6 +32,8 @@ from stark_mcp.evaluator.sandbox.cgroups import CGroup
 from stark_mcp.evaluator.sandbox.levels import IsolationInfo, detect
 
 SCRATCH_INSIDE = "/tmp"
+# Replaced by an empty tmpfs in the sandbox (with the home directory and the settings' hidden ones).
+ALWAYS_HIDDEN = ("/home", "/root", "/var/tmp", "/run/user", "/dev/shm")
 UID_COUNT = 512
 
 
@@ -328,15 +331,22 @@ class Jail:
                 argv += ["--dev-bind", node, node]
             if os.path.isdir("/dev/nvidia-caps"):
                 argv += ["--dev-bind", "/dev/nvidia-caps", "/dev/nvidia-caps"]
-        hidden = _existing_dirs(
-            ["/home", "/root", "/var/tmp", "/run/user", "/dev/shm", os.path.expanduser("~"), *spec.hidden]
-        )
+        hidden = _existing_dirs([*ALWAYS_HIDDEN, os.path.expanduser("~"), *spec.hidden])
         for path in hidden:
             argv += ["--perms", "0755", "--tmpfs", path]
         made: set[str] = set()
-        for path in _rebinds(hidden, spec.visible):
+        rebound = _rebinds(hidden, spec.visible)
+        for path in rebound:
             argv += _parent_dirs(path, hidden, made) + ["--ro-bind", path, path]
         argv += ["--perms", "1777", "--size", str(spec.scratch_bytes), "--tmpfs", SCRATCH_INSIDE]
+        # Import roots (and Python paths) under /tmp would vanish under the scratch: bound again on top.
+        scratch_rebound = _rebinds([SCRATCH_INSIDE], spec.visible)
+        for path in scratch_rebound:
+            argv += _parent_dirs(path, [SCRATCH_INSIDE], made) + ["--ro-bind", path, path]
+        # A hidden directory inside a folder bound again (a data directory in the project) stays hidden.
+        for path in hidden:
+            if any(path.startswith(r + "/") for r in [*rebound, *scratch_rebound]):
+                argv += ["--perms", "0755", "--tmpfs", path]
         for m in spec.mounts:
             argv += _parent_dirs(m.dest, [SCRATCH_INSIDE], made)
             argv += ["--bind" if m.writable else "--ro-bind", m.src, m.dest]
@@ -513,6 +523,30 @@ def _read_child_pid(fd: int, proc: subprocess.Popen[bytes], timeout: float = 10.
         return int(json.loads(data.decode())["child-pid"])
     except (ValueError, KeyError, TypeError):
         return None
+
+
+def unreadable_root(root: str, level: str, hidden: list[str]) -> str | None:
+    """The folder that keeps a candidate's uid (root only: levels sandbox and uid run it as another
+    user) from importing under ``root``, or None. Inside the sandbox, folders from a hidden
+    directory (or the scratch, /tmp) down to ``root`` are recreated world-traversable, so only
+    those above count."""
+    real = os.path.realpath(root)
+    replaced = [*_existing_dirs([*ALWAYS_HIDDEN, os.path.expanduser("~"), *hidden]), SCRATCH_INSIDE]
+    covered = [h for h in replaced if real == h or real.startswith(h + "/")] if level == "sandbox" else []
+    path = real
+    while True:
+        synthetic = path != real and any(path == h or path.startswith(h + "/") for h in covered)
+        need = stat.S_IXOTH | (stat.S_IROTH if path == real else 0)
+        if not synthetic:
+            try:
+                mode = os.stat(path).st_mode
+            except OSError:
+                return path
+            if mode & need != need:
+                return path
+        if path == "/":
+            return None
+        path = os.path.dirname(path)
 
 
 def _existing_dirs(paths: list[str]) -> list[str]:

@@ -273,7 +273,13 @@ class LoadedProblem:
 
 
 def _label(kwargs: dict[str, Any]) -> str:
-    return ",".join(f"{k}={v}" for k, v in kwargs.items()) or "default"
+    """``batch=8,dims=2x3``: the same text as ``problems.declarations.shape_label`` (which this side
+    may not import), so the labels results carry match the ones the problem and its export name."""
+
+    def text(value: Any) -> str:
+        return "x".join(text(v) for v in value) if isinstance(value, (list, tuple)) else str(value)
+
+    return ",".join(f"{k}={text(v)}" for k, v in kwargs.items()) or "default"
 
 
 def _tensors(obj: Any) -> list[torch.Tensor]:
