@@ -26,6 +26,12 @@ def summary(ev: Evaluation) -> str:
     for name, stats in ev.baselines.items():
         speed = f", speedup {ev.speedups[name]:.3g}x" if name in ev.speedups else ""
         lines.append(f"baseline {name}: {stats.median_ms:.4g} ms{speed}")
+    if len(ev.shapes) > 1:
+        lines.append(f"input sets ({len(ev.shapes)}; the runtime and speedups above are their geometric mean):")
+        for shape in ev.shapes:
+            runtime = f"{shape.runtime.median_ms:.4g} ms" if shape.runtime else "not timed"
+            speed = ", ".join(f"{name} {value:.3g}x" for name, value in shape.speedups.items())
+            lines.append(f"  {shape.label}: {runtime}" + (f", speedup {speed}" if speed else ""))
     c = ev.correctness
     if c is not None and c.rel_norm_error is not None:
         lines.append(f"correctness: {c.trials_passed}/{c.trials} trials, rel error {c.rel_norm_error:.3g} "

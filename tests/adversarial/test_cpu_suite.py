@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from stark_mcp.problems import load_problem
+from stark_mcp.problems import load_problem, problem_from_source
 from tests.adversarial import cases
 from tests.adversarial.conftest import SUITE
 
@@ -61,3 +61,18 @@ async def test_case(suite_evaluator, case: cases.Case) -> None:
     while leftovers() and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not leftovers(), f"{case.name} left processes behind"
+
+
+async def test_the_shape_overfit_passes_alone_and_fails_once_a_second_shape_is_declared(suite_evaluator) -> None:
+    # Its case (two_widths, both shapes) fails; the same kernel on the first shape alone passes, so
+    # the failure is the second shape's doing, and the verdict names it.
+    case = next(c for c in CPU_CASES if c.name == "shape_overfit")
+    declared = load_problem(str(cases.HERE / "problems" / f"{case.problem}.py"))
+    first_only = problem_from_source(
+        declared.source.replace(', {"rows": 8, "cols": 128}]', "]"), name="one_width"
+    )
+    assert len(declared.shapes) == 2 and len(first_only.shapes) == 1
+    alone = await suite_evaluator.evaluate(first_only, case.source, device="cpu", settings=SUITE, use_cache=False)
+    assert alone.passed, alone.message
+    both = await suite_evaluator.evaluate(declared, case.source, device="cpu", settings=SUITE, use_cache=True)
+    assert both.status.value == "wrong_output" and "cols=128" in both.message, both.message

@@ -61,3 +61,25 @@ def test_bad_arguments_exit_non_zero_with_a_message(tmp_path, args, needle) -> N
     assert done.returncode == 2
     assert done.stdout == ""
     assert "error:" in done.stderr and needle in done.stderr
+
+
+
+def test_several_input_sets_are_reported_one_by_one() -> None:
+    # The evaluation itself is exercised on two shapes by the adversarial suite and the MCP flow;
+    # --json prints the whole Evaluation, so only the human summary has something to add.
+    from stark_mcp.cli.eval_cmd import summary
+    from stark_mcp.records import Evaluation, ShapeResult, Status, TimingStats
+
+    def stats(ms: float) -> TimingStats:
+        return TimingStats(median_ms=ms, iqr_ms=0.01, mean_ms=ms, min_ms=ms, max_ms=ms, samples=30)
+
+    shapes = [ShapeResult(label="rows=8,cols=64", runtime=stats(0.5), speedups={"eager": 2.0}),
+              ShapeResult(label="rows=8,cols=128", runtime=stats(2.0), speedups={"eager": 0.5})]
+    evaluation = Evaluation(status=Status.PASSED, runtime=stats(1.0), baselines={"eager": stats(1.0)},
+                            speedups={"eager": 1.0}, shapes=shapes)
+    lines = summary(evaluation).splitlines()
+    start = lines.index("input sets (2; the runtime and speedups above are their geometric mean):")
+    assert lines[start + 1:] == ["  rows=8,cols=64: 0.5 ms, speedup eager 2x",
+                                 "  rows=8,cols=128: 2 ms, speedup eager 0.5x"]
+    one = Evaluation(status=Status.PASSED, runtime=stats(1.0), shapes=shapes[:1])
+    assert "input sets" not in summary(one)

@@ -1,4 +1,4 @@
-"""Scaled ReLU over rows of two widths: the problem shape_overfit.py is tuned against."""
+"""Problem: 2 * relu(x) over rows of two widths (SHAPES), the one shape_overfit.py is tuned against."""
 
 import torch
 from torch import nn
