@@ -8,8 +8,8 @@ Steps (each printed as it goes):
   (a) copy the test user package (tests/fixtures/userpkg) to a temporary project and make a problem
       from mylib.layers:ScaledMLP with two input sets, run once on the device by the evaluator;
   (b) evaluate three candidates (tests/server/fixtures/own_module): a correct addmm rewrite, one
-      that drops the scale (wrong everywhere), one tuned to the first input set only (must fail once
-      the evaluator judges every set); a table: candidate, expected, got, runtime, speedup, per set;
+      that drops the scale (wrong everywhere), one tuned to the first input set only (must fail: the
+      evaluator judges every set); a table: candidate, expected, got, runtime, speedup, per set;
   (c) export the correct one as a drop-in module into the project, then, in a fresh process, swap
       it into the user's Encoder on the device, compare outputs with the original's, and run its
       self-check.
@@ -33,14 +33,16 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from stark_mcp.evaluator import EvalSettings, Evaluator  # noqa: E402
-from stark_mcp.orchestrator.export import export_source  # noqa: E402
+from stark_mcp.orchestrator.dropin_export import dropin_source  # noqa: E402
 from stark_mcp.orchestrator.own_module import create_problem, problem_request  # noqa: E402
 from stark_mcp.problems import load_problem  # noqa: E402
 from stark_mcp.records import Action, Node  # noqa: E402
 
 CANDIDATES = ROOT / "tests" / "server" / "fixtures" / "own_module"
 EXPECTED = {
-    "cand_mlp_addmm": "passed", "cand_mlp_noscale": "wrong_output", "cand_mlp_overfit": "wrong_output",
+    "cand_mlp_addmm": "passed",
+    "cand_mlp_noscale": "wrong_output",
+    "cand_mlp_overfit": "wrong_output",
 }
 USE_ON_DEVICE = """
 import json, sys, torch, stark_mcp
@@ -69,8 +71,11 @@ async def main(device: str, keep: bool) -> int:
     async with Evaluator(work / "cache", settings) as evaluator:
         print(f"(a) problem from mylib.layers:ScaledMLP on {device}", flush=True)
         request = problem_request(
-            target="mylib.layers:ScaledMLP", project_root=str(project), init_args=[32, 64],
-            init_kwargs={"scale": 0.5}, inputs=["x:float32[batch,seq,32]"],
+            target="mylib.layers:ScaledMLP",
+            project_root=str(project),
+            init_args=[32, 64],
+            init_kwargs={"scale": 0.5},
+            inputs=["x:float32[batch,seq,32]"],
             shapes=[{"batch": 2, "seq": 4}, {"batch": 8, "seq": 16}],
         )
         created = await create_problem(request, evaluator, device=device)
@@ -85,21 +90,23 @@ async def main(device: str, keep: bool) -> int:
             evaluation = await evaluator.evaluate(problem, source, device=device, use_cache=False)
             runtime = f"{evaluation.runtime.median_ms:.4f}" if evaluation.runtime else "-"
             speedup = f"{evaluation.speedups['eager']:.2f}x" if "eager" in evaluation.speedups else "-"
-            per_set = "; ".join(f"{s.label} {s.speedups.get('eager', float('nan')):.2f}x"
-                                for s in evaluation.shapes)
+            per_set = "; ".join(
+                f"{s.label} {s.speedups.get('eager', float('nan')):.2f}x" for s in evaluation.shapes
+            )
             got = evaluation.status.value
             mark = "" if got == expected else " MISMATCH"
             ok &= got == expected
             shown = per_set or "(not reported)"
             print(f"| {name} | {expected} | {got}{mark} | {runtime} | {speedup} | {shown} |")
             if name == "cand_mlp_addmm" and evaluation.passed:
-                passed = Node(id="n1", run_id="r-gpu000", action=Action.PLAN, source=source,
-                              evaluation=evaluation)
+                passed = Node(
+                    id="n1", run_id="r-gpu000", action=Action.PLAN, source=source, evaluation=evaluation
+                )
     print("(c) drop-in export, swapped into Encoder", flush=True)
     if passed is None:
         print("    no correct candidate to export")
         return 1
-    (project / "src" / "mylib" / "fast_mlp.py").write_text(export_source(problem, passed))
+    (project / "src" / "mylib" / "fast_mlp.py").write_text(dropin_source(problem, passed))
     env = {**os.environ, "PYTHONPATH": str(project / "src")}
     with anyio.fail_after(300):
         done = await anyio.run_process([sys.executable, "-c", USE_ON_DEVICE, device], env=env, check=False)

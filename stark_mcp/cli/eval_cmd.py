@@ -27,7 +27,8 @@ def summary(ev: Evaluation) -> str:
         speed = f", speedup {ev.speedups[name]:.3g}x" if name in ev.speedups else ""
         lines.append(f"baseline {name}: {stats.median_ms:.4g} ms{speed}")
     if len(ev.shapes) > 1:
-        lines.append(f"input sets ({len(ev.shapes)}; the runtime and speedups above are their geometric mean):")
+        count = len(ev.shapes)
+        lines.append(f"input sets ({count}; the runtime and speedups above are their geometric mean):")
         for shape in ev.shapes:
             runtime = f"{shape.runtime.median_ms:.4g} ms" if shape.runtime else "not timed"
             speed = ", ".join(f"{name} {value:.3g}x" for name, value in shape.speedups.items())

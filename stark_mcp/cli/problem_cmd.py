@@ -27,27 +27,35 @@ INPUT_HELP = (
 def new_command(
     ctx: typer.Context,
     target: str | None = typer.Argument(
-        None, help="package.module:ClassOrFunction, e.g. mylib.layers:ScaledMLP (optional with --capture)"),
+        None, help="package.module:ClassOrFunction, e.g. mylib.layers:ScaledMLP (optional with --capture)"
+    ),
     init: str = typer.Option(
-        "", "--init", help='constructor arguments as in a call, e.g. "512, 2048, dropout=0.0"'),
+        "", "--init", help='constructor arguments as in a call, e.g. "512, 2048, dropout=0.0"'
+    ),
     inputs: list[str] = typer.Option([], "--input", help=INPUT_HELP),
     shapes: list[str] = typer.Option(
-        [], "--shape", help="one input set, e.g. batch=8,seq=128; repeat the option"),
+        [], "--shape", help="one input set, e.g. batch=8,seq=128; repeat the option"
+    ),
     captures: list[str] = typer.Option(
-        [], "--capture", help="a file saved by stark_mcp.capture; repeat for several input sets"),
+        [], "--capture", help="a file saved by stark_mcp.capture; repeat for several input sets"
+    ),
     captured_values: bool = typer.Option(
-        False, "--captured-values",
-        help="feed captured floats as they are (default: fresh values like them)"),
+        False, "--captured-values", help="feed captured floats as they are (default: fresh values like them)"
+    ),
     dtype: str | None = typer.Option(None, "--dtype", help="convert the module's parameters, e.g. bfloat16"),
     project: Path | None = typer.Option(
-        None, "--project", help="the project folder (default: the current one)"),
+        None, "--project", help="the project folder (default: the current one)"
+    ),
     roots: list[str] = typer.Option(
-        [], "--root", help="a folder to import the package from (default: PROJECT/src or PROJECT)"),
+        [], "--root", help="a folder to import the package from (default: PROJECT/src or PROJECT)"
+    ),
     out: str | None = typer.Option(
-        None, "--out", help="problem file to write (default stark-problems/NAME.py)"),
+        None, "--out", help="problem file to write (default stark-problems/NAME.py)"
+    ),
     name: str | None = typer.Option(None, "--name", help="the problem's name (default from the target)"),
     device: str | None = typer.Option(
-        None, "--device", help=f"where to run the problem once: {DEVICE_HELP}", callback=check_device),
+        None, "--device", help=f"where to run the problem once: {DEVICE_HELP}", callback=check_device
+    ),
     no_check: bool = typer.Option(False, "--no-check", help="write the file without running it once"),
     force: bool = typer.Option(False, "--force", help="replace an existing different problem file"),
     as_json: bool = typer.Option(False, "--json", help="print the result as one JSON object"),
@@ -63,15 +71,29 @@ def new_command(
     with user_errors():
         init_args, init_kwargs = parse_call(init)
         request = problem_request(
-            target=target, project_root=str(root),
+            target=target,
+            project_root=str(root),
             import_roots=[str(Path(r).expanduser().resolve()) for r in roots],
-            init_args=init_args, init_kwargs=init_kwargs, inputs=list(inputs),
-            shapes=[parse_shape(s) for s in shapes], captures=list(captures), captured_values=captured_values,
-            module_dtype=dtype, name=name, out=out, overwrite=force,
+            init_args=init_args,
+            init_kwargs=init_kwargs,
+            inputs=list(inputs),
+            shapes=[parse_shape(s) for s in shapes],
+            captures=list(captures),
+            captured_values=captured_values,
+            module_dtype=dtype,
+            name=name,
+            out=out,
+            overwrite=force,
         )
-        created = asyncio.run(create_user_problem(
-            settings, request, device=device or settings.device, check=not no_check, progress=_progress,
-        ))
+        created = asyncio.run(
+            create_user_problem(
+                settings,
+                request,
+                device=device or settings.device,
+                check=not no_check,
+                progress=_progress,
+            )
+        )
     typer.echo(json.dumps(created.model_dump(exclude={"source"}), indent=2) if as_json else summary(created))
 
 

@@ -18,14 +18,14 @@ from stark_mcp.problems import Problem, ProblemError
 from stark_mcp.problems.declarations import literal_constant
 from stark_mcp.records import Node
 
-_SUPPORT = '''
+_SUPPORT = """
 
 # ---- drop-in support added by `stark-mcp export` ---------------------------------------------
 STARK_TARGET = {target!r}
 STARK_INIT_INPUTS = {init!r}
 STARK_PROVEN = {proven}
 _STARK_PROBLEM = {problem!r}
-'''
+"""
 
 _FROM_MODULE = '''
 
@@ -133,8 +133,9 @@ def dropin_source(problem: Problem, node: Node) -> str:
     evaluation = node.evaluation
     if evaluation is None or not evaluation.passed:
         status = evaluation.status.value if evaluation else "not evaluated"
-        raise RunError(f"node {node.id} did not pass ({status}); a drop-in is written only for a "
-                       "correct node")
+        raise RunError(
+            f"node {node.id} did not pass ({status}); a drop-in is written only for a correct node"
+        )
     assert problem.target is not None
     try:
         init = literal_constant(problem.source, "INIT_INPUTS", problem.name)
@@ -143,23 +144,29 @@ def dropin_source(problem: Problem, node: Node) -> str:
     except (ProblemError, SyntaxError) as exc:
         raise RunError(f"cannot export a drop-in for {problem.name}: {exc}") from None
     if init is None:
-        raise RunError(f"{problem.name} declares no INIT_INPUTS literal; make it again with "
-                       "stark-mcp problem new")
+        raise RunError(
+            f"{problem.name} declares no INIT_INPUTS literal; make it again with stark-mcp problem new"
+        )
     is_module = module_dtype is not None
     proven_sets = proven_input_sets(problem, node)
     per_set = {s.label: {k: round(v, 4) for k, v in s.speedups.items()} for s in evaluation.shapes}
     proven: dict[str, Any] = {
-        "target": problem.target, "run": node.run_id, "node": node.id,
-        "device": evaluation.device, "device_name": evaluation.device_name,
-        "module_dtype": module_dtype, "init_inputs": init,
+        "target": problem.target,
+        "run": node.run_id,
+        "node": node.id,
+        "device": evaluation.device,
+        "device_name": evaluation.device_name,
+        "module_dtype": module_dtype,
+        "init_inputs": init,
         "input_sets": {label: signatures.get(label, "") for label in proven_sets},
         "speedups": {k: round(v, 4) for k, v in evaluation.speedups.items()},
         "speedups_per_set": per_set,
         "mode": "inference: eval() mode, no gradients",
     }
     unproven = [label for label in problem.shape_labels if label not in proven_sets]
-    support = _SUPPORT.format(target=problem.target, init=init, proven=_pretty(proven),
-                              problem=problem.source)
+    support = _SUPPORT.format(
+        target=problem.target, init=init, proven=_pretty(proven), problem=problem.source
+    )
     build_new = "from_module(original)" if is_module else "ModelNew(*STARK_INIT_INPUTS)"
     code = support + (_FROM_MODULE.format() if is_module else "") + _SELF_CHECK.format(build_new=build_new)
     return _header(problem, node, proven, unproven, is_module) + node.source.rstrip() + "\n" + code
@@ -173,8 +180,9 @@ def proven_input_sets(problem: Problem, node: Node) -> list[str]:
     return reported or problem.shape_labels[:1]
 
 
-def _header(problem: Problem, node: Node, proven: dict[str, Any], unproven: list[str],
-            is_module: bool) -> str:
+def _header(
+    problem: Problem, node: Node, proven: dict[str, Any], unproven: list[str], is_module: bool
+) -> str:
     speedups = ", ".join(f"{k} {v:.2f}x" for k, v in sorted(proven["speedups"].items())) or "none measured"
     over = " (geometric mean over the input sets)" if len(proven["input_sets"]) > 1 else ""
     device = proven["device"] + (f" ({proven['device_name']})" if proven["device_name"] else "")
@@ -186,8 +194,16 @@ def _header(problem: Problem, node: Node, proven: dict[str, Any], unproven: list
         + f", constructed as {problem.target.partition(':')[2]}{tuple(proven['init_inputs'])},",
         "# in inference (eval(), no gradients), on these input sets and on nothing else:",
         *(f"#   {label}: {text}".rstrip() for label, text in proven["input_sets"].items()),
-        *([("# Declared by the problem but not reported by the evaluator, so not proven: "
-            f"{', '.join(unproven)}")] if unproven else []),
+        *(
+            [
+                (
+                    "# Declared by the problem but not reported by the evaluator, so not proven: "
+                    f"{', '.join(unproven)}"
+                )
+            ]
+            if unproven
+            else []
+        ),
         f"# Speedup{over}: {speedups}.",
         "#",
     ]
@@ -198,10 +214,14 @@ def _header(problem: Problem, node: Node, proven: dict[str, Any], unproven: list
         ]
     else:
         call = problem.target.partition(":")[2]
-        lines.append(f"# Use it:  where the code calls {call}(...), call ModelNew()(...) with the same "
-                     "arguments.")
-    lines += ["# Check it:  run this file as a script (python -m <its module>); it repeats the comparison.",
-              "", ""]
+        lines.append(
+            f"# Use it:  where the code calls {call}(...), call ModelNew()(...) with the same arguments."
+        )
+    lines += [
+        "# Check it:  run this file as a script (python -m <its module>); it repeats the comparison.",
+        "",
+        "",
+    ]
     return "\n".join(lines)
 
 

@@ -28,7 +28,7 @@ class ExportedKernel(BaseModel):
     speedups: dict[str, float] = Field(description="baseline median / node median, by baseline")
     shapes: dict[str, dict[str, float]] = Field(
         default_factory=dict,
-        description="speedups by input set, for a problem declaring several (speedups is their geometric mean)",
+        description="speedups by input set, for a problem declaring several (speedups: their geometric mean)",
     )
     warnings: list[str] = Field(default_factory=list, description="reasons to think twice before using it")
     source: str = Field(
@@ -66,8 +66,9 @@ def export_kernel(run: RunRecord, node: Node) -> ExportedKernel:
     }
     shapes = {s.label: {k: v for k, v in s.speedups.items() if math.isfinite(v)} for s in evaluation.shapes}
     if len(shapes) > 1:
-        recorded += "; " + "; ".join(
-            f"{label}: " + ", ".join(f"{k} {v:.2f}x" for k, v in sorted(by.items())) for label, by in shapes.items()
+        recorded += "".join(
+            f"; {label}: " + ", ".join(f"{k} {v:.2f}x" for k, v in sorted(by.items()))
+            for label, by in shapes.items()
         )
     if is_dropin(run.problem):
         source = dropin_source(run.problem, node)

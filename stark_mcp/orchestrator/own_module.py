@@ -90,17 +90,24 @@ async def create_problem(
     os.replace(partial, out)
     await report(total, total, f"wrote {out}")
     return CreatedProblem(
-        path=str(out), name=plan.name, target=info.target.spec, kind=plan.kind,
-        import_roots=plan.import_roots, init_inputs=plan.init_values, shapes=plan.signatures,
-        checked_on=checked_on, source=source,
+        path=str(out),
+        name=plan.name,
+        target=info.target.spec,
+        kind=plan.kind,
+        import_roots=plan.import_roots,
+        init_inputs=plan.init_values,
+        shapes=plan.signatures,
+        checked_on=checked_on,
+        source=source,
     )
 
 
 def optimize_module_prompt(request: str, project_root: str = "") -> str:
     """The guided flow an MCP host's model follows, from "make X faster" to a swapped-in kernel."""
     root = project_root.strip() or "(ask the user, or use the workspace folder)"
-    return fill("optimize_module.md", request=request.strip() or "(ask the user what to speed up)",
-                project_root=root)
+    return fill(
+        "optimize_module.md", request=request.strip() or "(ask the user what to speed up)", project_root=root
+    )
 
 
 def _project_root(given: str | None, cwd: Path | None) -> Path:
@@ -134,11 +141,15 @@ def _refuse_overwrite(out: Path, source: str, overwrite: bool) -> None:
     if existing == source:
         return
     if existing is None or MADE_BY not in existing:
-        raise SpecError(f"{out} already exists and is not a problem file made by stark-mcp; "
-                        "choose another name or out path")
+        raise SpecError(
+            f"{out} already exists and is not a problem file made by stark-mcp; "
+            "choose another name or out path"
+        )
     if not overwrite:
-        raise SpecError(f"{out} already exists and differs; pass overwrite (--force) to replace it, "
-                        "or choose another name or out path")
+        raise SpecError(
+            f"{out} already exists and differs; pass overwrite (--force) to replace it, "
+            "or choose another name or out path"
+        )
 
 
 async def _quiet(done: float, total: float | None, message: str) -> None:

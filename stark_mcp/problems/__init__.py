@@ -6,6 +6,12 @@ from stark_mcp.problems.loading import load_problem, problem_from_source
 from stark_mcp.problems.problem import Problem, source_hash
 
 __all__ = [
-    "Declarations", "Problem", "ProblemError", "declarations_of", "load_problem", "problem_from_source",
-    "shape_label", "source_hash",
+    "Declarations",
+    "Problem",
+    "ProblemError",
+    "declarations_of",
+    "load_problem",
+    "problem_from_source",
+    "shape_label",
+    "source_hash",
 ]

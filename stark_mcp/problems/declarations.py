@@ -86,6 +86,7 @@ def literal_constant(source: str, name: str, label: str = "problem") -> Any:
 
 # ---- the constants, one by one ---------------------------------------------------------------
 
+
 def _literal(tree: ast.Module, name: str, label: str) -> Any:
     """The value of the one top-level ``NAME = <literal>``, or None when the module has none."""
     found: list[ast.expr] = []
@@ -97,8 +98,10 @@ def _literal(tree: ast.Module, name: str, label: str) -> Any:
                 raise ProblemError(f"{label}: {name} is annotated but never given a value")
             found.append(stmt.value)
         elif isinstance(stmt, ast.AugAssign) and _is(stmt.target, name):
-            raise ProblemError(f"{label}: line {stmt.lineno}: {name} is changed after its assignment; "
-                               "give its whole value in one literal")
+            raise ProblemError(
+                f"{label}: line {stmt.lineno}: {name} is changed after its assignment; "
+                "give its whole value in one literal"
+            )
     if not found:
         return None
     if len(found) > 1:
@@ -119,8 +122,9 @@ def _is(target: ast.expr, name: str) -> bool:
 def _shapes(value: Any, label: str) -> tuple[dict[str, Any], ...]:
     example = 'e.g. SHAPES = [{"batch": 8, "seq": 128}, {"batch": 32, "seq": 512}]'
     if not isinstance(value, (list, tuple)) or not value:
-        raise ProblemError(f"{label}: SHAPES must be a non-empty list of dicts of keyword arguments, "
-                           f"{example}")
+        raise ProblemError(
+            f"{label}: SHAPES must be a non-empty list of dicts of keyword arguments, {example}"
+        )
     if len(value) > MAX_SHAPES:
         raise ProblemError(
             f"{label}: SHAPES lists {len(value)} input sets; at most {MAX_SHAPES} (each one is evaluated "
@@ -130,8 +134,9 @@ def _shapes(value: Any, label: str) -> tuple[dict[str, Any], ...]:
     for index, shape in enumerate(value):
         where = f"{label}: SHAPES[{index}]"
         if not isinstance(shape, dict):
-            raise ProblemError(f"{where} is {type(shape).__name__}, not a dict of keyword arguments, "
-                               f"{example}")
+            raise ProblemError(
+                f"{where} is {type(shape).__name__}, not a dict of keyword arguments, {example}"
+            )
         for key, item in shape.items():
             if not isinstance(key, str) or not key.isidentifier() or keyword.iskeyword(key):
                 raise ProblemError(f"{where}: key {key!r} is not a Python parameter name")
@@ -175,7 +180,7 @@ def _check_get_inputs_accepts(tree: ast.Module, shapes: tuple[dict[str, Any], ..
     keywords = [a.arg for a in args.args + args.kwonlyargs]  # positional-only ones cannot take a keyword
     positional_defaults = len(args.defaults)
     required = [a.arg for a in (args.posonlyargs + args.args)[: len(named) - positional_defaults]]
-    required += [a.arg for a, d in zip(args.kwonlyargs, args.kw_defaults) if d is None]
+    required += [a.arg for a, d in zip(args.kwonlyargs, args.kw_defaults, strict=True) if d is None]
     for index, shape in enumerate(shapes):
         unknown = [k for k in shape if k not in keywords]
         if unknown:
@@ -194,8 +199,9 @@ def _check_get_inputs_accepts(tree: ast.Module, shapes: tuple[dict[str, Any], ..
 
 def _roots(value: Any, label: str) -> tuple[str, ...]:
     if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
-        raise ProblemError(f"{label}: STARK_IMPORT_ROOTS must be a list of folder paths, "
-                           'e.g. ["/home/me/project"]')
+        raise ProblemError(
+            f'{label}: STARK_IMPORT_ROOTS must be a list of folder paths, e.g. ["/home/me/project"]'
+        )
     for root in value:
         if not os.path.isabs(root):
             raise ProblemError(

@@ -19,8 +19,9 @@ from stark_mcp.server.progress_relay import relay
 from stark_mcp.server.state import app_state
 from stark_mcp.usercode.specs import InputSpec
 
-WRITES_FILE = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True,
-                              open_world_hint=False)
+WRITES_FILE = ToolAnnotations(
+    read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=False
+)
 
 
 class ProblemCreated(CreatedProblem):
@@ -29,37 +30,67 @@ class ProblemCreated(CreatedProblem):
 
 async def create_problem(
     ctx: Context,
-    target: Annotated[str | None, Field(
-        description="package.module:ClassOrFunction, e.g. mylib.layers:ScaledMLP; "
-                    "may be omitted with captures")] = None,
-    project_root: Annotated[str | None, Field(
-        description="absolute path of the user's project (its src/ or itself holds the package); "
-                    "default: the server's working folder")] = None,
-    init_args: Annotated[list[Any] | None, Field(
-        description="constructor positional arguments, literals only, e.g. [512, 2048]")] = None,
-    init_kwargs: Annotated[dict[str, Any] | None, Field(
-        description='constructor keyword arguments, e.g. {"dropout": 0.0}')] = None,
-    inputs: Annotated[list[InputSpec | str] | None, Field(
-        description="the forward's arguments in call order, as 'x:float32[batch,seq,512]', "
-                    "'ids:int64[batch,seq]~randint(0,32000)', 'mask:bool[batch,seq]~bernoulli(0.9)', "
-                    "'eps=1e-5', or objects {name, shape, dtype, dist, ...}")] = None,
-    shapes: Annotated[list[dict[str, Any]] | None, Field(
-        description='input sets giving the sizes the inputs name, e.g. [{"batch": 8, "seq": 128}, '
-                    '{"batch": 32, "seq": 512}]; ask the user for the ones they run')] = None,
-    captures: Annotated[list[str] | None, Field(
-        description="files saved by stark_mcp.capture, one input set each "
-                    "(instead of inputs and shapes)")] = None,
-    captured_values: Annotated[bool, Field(
-        description="with captures: feed captured floats as they are "
-                    "(default: fresh values like them)")] = False,
-    module_dtype: Annotated[str | None, Field(
-        description="convert the module's parameters to this dtype, e.g. bfloat16")] = None,
+    target: Annotated[
+        str | None,
+        Field(
+            description="package.module:ClassOrFunction, e.g. mylib.layers:ScaledMLP; "
+            "may be omitted with captures"
+        ),
+    ] = None,
+    project_root: Annotated[
+        str | None,
+        Field(
+            description="absolute path of the user's project (its src/ or itself holds the package); "
+            "default: the server's working folder"
+        ),
+    ] = None,
+    init_args: Annotated[
+        list[Any] | None,
+        Field(description="constructor positional arguments, literals only, e.g. [512, 2048]"),
+    ] = None,
+    init_kwargs: Annotated[
+        dict[str, Any] | None, Field(description='constructor keyword arguments, e.g. {"dropout": 0.0}')
+    ] = None,
+    inputs: Annotated[
+        list[InputSpec | str] | None,
+        Field(
+            description="the forward's arguments in call order, as 'x:float32[batch,seq,512]', "
+            "'ids:int64[batch,seq]~randint(0,32000)', 'mask:bool[batch,seq]~bernoulli(0.9)', "
+            "'eps=1e-5', or objects {name, shape, dtype, dist, ...}"
+        ),
+    ] = None,
+    shapes: Annotated[
+        list[dict[str, Any]] | None,
+        Field(
+            description='input sets giving the sizes the inputs name, e.g. [{"batch": 8, "seq": 128}, '
+            '{"batch": 32, "seq": 512}]; ask the user for the ones they run'
+        ),
+    ] = None,
+    captures: Annotated[
+        list[str] | None,
+        Field(
+            description="files saved by stark_mcp.capture, one input set each (instead of inputs and shapes)"
+        ),
+    ] = None,
+    captured_values: Annotated[
+        bool,
+        Field(
+            description="with captures: feed captured floats as they are (default: fresh values like them)"
+        ),
+    ] = False,
+    module_dtype: Annotated[
+        str | None, Field(description="convert the module's parameters to this dtype, e.g. bfloat16")
+    ] = None,
     name: Annotated[str | None, Field(description="the problem's name (default from the target)")] = None,
-    out: Annotated[str | None, Field(
-        description="problem file to write (default <project_root>/stark-problems/<name>.py)")] = None,
+    out: Annotated[
+        str | None,
+        Field(description="problem file to write (default <project_root>/stark-problems/<name>.py)"),
+    ] = None,
     overwrite: Annotated[bool, Field(description="replace an existing different file")] = False,
-    device: Annotated[str | None, Field(
-        description="where to run it once: auto, cuda or cpu (default: the server's STARK_DEVICE)")] = None,
+    device: Annotated[
+        str | None,
+        Field(description="where to run it once: auto, cuda or cpu (default: the server's STARK_DEVICE)"),
+    ] = None,
 ) -> ProblemCreated:
     """Make a problem from the user's own nn.Module class or function: imports the target from the
     project, writes an ordinary problem file that imports it (Model, get_init_inputs, get_inputs and,
@@ -68,10 +99,18 @@ async def create_problem(
     state = app_state(ctx)
     with tool_errors():
         request = problem_request(
-            target=target, project_root=project_root, init_args=init_args or [],
-            init_kwargs=init_kwargs or {}, inputs=inputs or [], shapes=shapes or [], captures=captures or [],
+            target=target,
+            project_root=project_root,
+            init_args=init_args or [],
+            init_kwargs=init_kwargs or {},
+            inputs=inputs or [],
+            shapes=shapes or [],
+            captures=captures or [],
             captured_values=captured_values,
-            module_dtype=module_dtype, name=name, out=out, overwrite=overwrite,
+            module_dtype=module_dtype,
+            name=name,
+            out=out,
+            overwrite=overwrite,
         )
         created = await state.service.create_problem(
             request, device=device or state.settings.device, progress=relay(ctx)

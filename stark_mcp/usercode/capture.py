@@ -75,8 +75,9 @@ class capture:
             self._handle = None
         if exc_type is None and not self.saved and not _off():
             name = type(self.target).__name__
-            raise CaptureError(f"{name}.forward was not called inside the with block; nothing was saved "
-                               f"to {self.path}")
+            raise CaptureError(
+                f"{name}.forward was not called inside the with block; nothing was saved to {self.path}"
+            )
 
     def _hook(self, module: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         if not self.saved:
@@ -127,8 +128,15 @@ class capture:
 
     # ---- the file ----------------------------------------------------------------------------
 
-    def _save(self, obj: Any, kind: str, args: tuple[Any, ...], kwargs: dict[str, Any],
-              init: tuple[list[Any], dict[str, Any]] | None, module: nn.Module | None) -> None:
+    def _save(
+        self,
+        obj: Any,
+        kind: str,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        init: tuple[list[Any], dict[str, Any]] | None,
+        module: nn.Module | None,
+    ) -> None:
         if _off():
             return
         payload: dict[str, Any] = {
@@ -137,8 +145,12 @@ class capture:
             "kind": kind,
             "args": [_storable(a, f"argument {i}") for i, a in enumerate(args)],
             "kwargs": {k: _storable(v, f"argument {k!r}") for k, v in kwargs.items()},
-            "init_args": None, "init_kwargs": None, "init_note": "",
-            "module_dtype": None, "device": _device_of(args, kwargs, module), "torch": str(torch.__version__),
+            "init_args": None,
+            "init_kwargs": None,
+            "init_note": "",
+            "module_dtype": None,
+            "device": _device_of(args, kwargs, module),
+            "torch": str(torch.__version__),
         }
         if kind == "module":
             payload.update(_init_fields(obj, init))
@@ -158,8 +170,9 @@ def _storable(value: Any, where: str) -> Any:
     """A copy ``torch.load(weights_only=True)`` can read back, or a CaptureError naming the culprit."""
     if isinstance(value, torch.Tensor):
         if type(value) not in (torch.Tensor, nn.Parameter):
-            raise CaptureError(f"{where} is a {type(value).__name__} (a tensor subclass); "
-                               "pass a plain tensor")
+            raise CaptureError(
+                f"{where} is a {type(value).__name__} (a tensor subclass); pass a plain tensor"
+            )
         if value.layout is not torch.strided or value.is_quantized:
             raise CaptureError(f"{where} is a {value.layout} tensor; only dense tensors can be captured")
         return value.detach().to("cpu", copy=True)
@@ -181,10 +194,12 @@ def _storable(value: Any, where: str) -> Any:
 
 def _init_fields(cls: type, init: tuple[list[Any], dict[str, Any]] | None) -> dict[str, Any]:
     if init is None:
-        return {"init_note": (
-            f"the constructor arguments of {cls.__qualname__} are unknown: decorate the class with "
-            "@stark_mcp.capture(path), or pass init_args=/init_kwargs= to capture"
-        )}
+        return {
+            "init_note": (
+                f"the constructor arguments of {cls.__qualname__} are unknown: decorate the class with "
+                "@stark_mcp.capture(path), or pass init_args=/init_kwargs= to capture"
+            )
+        }
     args, kwargs = init
     try:
         check_literal(list(args), "constructor argument")

@@ -90,7 +90,11 @@ def search_paths(project_root: Path, explicit: list[str]) -> list[str]:
 
 
 async def inspect_target(
-    target: TargetRef | None, paths: list[str], captures: list[str], *, timeout: float = PROBE_TIMEOUT_S,
+    target: TargetRef | None,
+    paths: list[str],
+    captures: list[str],
+    *,
+    timeout: float = PROBE_TIMEOUT_S,
     cwd: Path | None = None,
 ) -> TargetInfo:
     """Import ``target`` (or the captures' target when None) and describe it; TargetError or
@@ -121,15 +125,21 @@ async def inspect_target(
         raise TargetError(f"probing {ref.spec} failed: {detail}")
     kind = reply.get("kind")
     if kind == "class":
-        raise TargetError(f"{ref.spec} is a class but not a torch.nn.Module; give a module class or "
-                          "a function")
+        raise TargetError(
+            f"{ref.spec} is a class but not a torch.nn.Module; give a module class or a function"
+        )
     if kind not in ("module", "function"):
         raise TargetError(f"{ref.spec} is a {kind}, not a torch.nn.Module class or a function")
     return TargetInfo(
-        target=ref, kind=kind, module_file=reply.get("module_file"), defined_file=reply.get("defined_file"),
+        target=ref,
+        kind=kind,
+        module_file=reply.get("module_file"),
+        defined_file=reply.get("defined_file"),
         defined_sha256=reply.get("defined_sha256"),
-        init_params=_params(reply.get("init_params")), forward_params=_params(reply.get("forward_params")),
-        source=reply.get("source"), import_root=_root_of(ref.module, reply.get("module_file"), paths),
+        init_params=_params(reply.get("init_params")),
+        forward_params=_params(reply.get("forward_params")),
+        source=reply.get("source"),
+        import_root=_root_of(ref.module, reply.get("module_file"), paths),
         captures=capture_infos,
     )
 
@@ -169,7 +179,10 @@ async def _run_probe(request: dict[str, Any], timeout: float, cwd: Path | None) 
     try:
         with anyio.fail_after(timeout):
             done = await anyio.run_process(
-                command, input=(json.dumps(request) + "\n").encode(), check=False, env=env,
+                command,
+                input=(json.dumps(request) + "\n").encode(),
+                check=False,
+                env=env,
                 cwd=str(cwd) if cwd else None,
             )
     except TimeoutError:
@@ -184,4 +197,4 @@ async def _run_probe(request: dict[str, Any], timeout: float, cwd: Path | None) 
             f"importing {request['target'] or 'the capture'} ended the process (exit code {done.returncode}) "
             f"before it could be described:\n{tail}".rstrip()
         )
-    return json.loads(line[len(MARKER):])
+    return json.loads(line[len(MARKER) :])

@@ -71,8 +71,9 @@ def plan_problem(request: ProblemRequest, info: TargetInfo) -> ProblemPlan:
     init_args, init_kwargs = _init(request, captures, kind, info.target)
     names, keywords = _init_names(info, init_args, init_kwargs) if kind == "module" else ([], [])
     if kind == "function" and request.module_dtype:
-        raise SpecError(f"{info.target.spec} is a function: it has no parameters to convert to "
-                        f"{request.module_dtype}")
+        raise SpecError(
+            f"{info.target.spec} is a function: it has no parameters to convert to {request.module_dtype}"
+        )
     module_dtype = (request.module_dtype or _captured_dtype(captures)) if kind == "module" else None
     if captures:
         forward, shapes, refs, signatures = _from_captures(captures, info, request.captured_values)
@@ -85,11 +86,21 @@ def plan_problem(request: ProblemRequest, info: TargetInfo) -> ProblemPlan:
             for shape in (shapes or [{}])
         }
     return ProblemPlan(
-        name=request.name or default_name(info.target), target=info.target, kind=kind,
+        name=request.name or default_name(info.target),
+        target=info.target,
+        kind=kind,
         import_roots=[info.import_root] if info.import_root else [],
-        target_file=info.defined_file, target_sha256=info.defined_sha256, target_source=info.source,
-        init_names=names, init_values=[*init_args, *init_kwargs.values()], init_keywords=keywords,
-        module_dtype=module_dtype, forward=forward, shapes=shapes, captures=refs, signatures=signatures,
+        target_file=info.defined_file,
+        target_sha256=info.defined_sha256,
+        target_source=info.source,
+        init_names=names,
+        init_values=[*init_args, *init_kwargs.values()],
+        init_keywords=keywords,
+        module_dtype=module_dtype,
+        forward=forward,
+        shapes=shapes,
+        captures=refs,
+        signatures=signatures,
     )
 
 
@@ -101,8 +112,10 @@ def default_name(target: TargetRef) -> str:
 
 # ---- constructor ---------------------------------------------------------------------------------
 
-def _init(request: ProblemRequest, captures: list[CaptureInfo], kind: str,
-          target: TargetRef) -> tuple[list[Any], dict[str, Any]]:
+
+def _init(
+    request: ProblemRequest, captures: list[CaptureInfo], kind: str, target: TargetRef
+) -> tuple[list[Any], dict[str, Any]]:
     given = bool(request.init_args or request.init_kwargs)
     if kind == "function":
         if given:
@@ -135,13 +148,16 @@ def _init_names(info: TargetInfo, args: list[Any], kwargs: dict[str, Any]) -> tu
         if key in names:
             raise SpecError(f"{cls}: constructor argument {key!r} given both by position and by keyword")
         if key not in keyword_names and not var_keyword:
-            raise SpecError(f"{cls} has no constructor parameter {key!r}; its parameters are "
-                            f"{_names(params)}")
+            raise SpecError(
+                f"{cls} has no constructor parameter {key!r}; its parameters are {_names(params)}"
+            )
     covered = set(names) | set(kwargs)
     missing = [p.name for p in _required(params) if p.name not in covered]
     if missing:
-        raise SpecError(f"{cls} needs constructor argument(s) {', '.join(missing)}; give them as init "
-                        f"arguments (its parameters are {_names(params)})")
+        raise SpecError(
+            f"{cls} needs constructor argument(s) {', '.join(missing)}; give them as init "
+            f"arguments (its parameters are {_names(params)})"
+        )
     return names + list(kwargs), list(kwargs)
 
 
@@ -150,6 +166,7 @@ def _captured_dtype(captures: list[CaptureInfo]) -> str:
 
 
 # ---- forward, from input specs ------------------------------------------------------------------
+
 
 def _from_specs(inputs: list[InputSpec], info: TargetInfo) -> list[ForwardArg]:
     params = info.forward_params
@@ -169,19 +186,24 @@ def _from_specs(inputs: list[InputSpec], info: TargetInfo) -> list[ForwardArg]:
             continue
         by_position = False
         if spec.name not in keyword_names and not var_keyword:
-            raise SpecError(f"the forward of {info.target.qualname} has no parameter {spec.name!r}; "
-                            f"its parameters are {_names(params)}")
+            raise SpecError(
+                f"the forward of {info.target.qualname} has no parameter {spec.name!r}; "
+                f"its parameters are {_names(params)}"
+            )
         forward.append(ForwardArg(name=spec.name, keyword=True, spec=spec, tensor=spec.is_tensor))
     given = {arg.name for arg in forward if arg.keyword}
     given |= {positional[i].name for i, arg in enumerate(forward) if not arg.keyword and i < len(positional)}
     missing = [p.name for p in _required(params) if p.name not in given]
     if missing:
-        raise SpecError(f"the forward of {info.target.qualname} needs {', '.join(missing)}, which no input "
-                        f"gives (its parameters are {_names(params)})")
+        raise SpecError(
+            f"the forward of {info.target.qualname} needs {', '.join(missing)}, which no input "
+            f"gives (its parameters are {_names(params)})"
+        )
     return forward
 
 
 # ---- forward and input sets, from captures ------------------------------------------------------
+
 
 def _check_captures_agree(captures: list[CaptureInfo], info: TargetInfo) -> None:
     first = captures[0]
@@ -191,12 +213,16 @@ def _check_captures_agree(captures: list[CaptureInfo], info: TargetInfo) -> None
         if other is first:
             continue
         if (other.init_args, other.init_kwargs) != (first.init_args, first.init_kwargs):
-            raise SpecError(f"{other.path} and {first.path} were captured from modules built with different "
-                            "constructor arguments; one problem has one module")
+            raise SpecError(
+                f"{other.path} and {first.path} were captured from modules built with different "
+                "constructor arguments; one problem has one module"
+            )
         if _layout(other) != _layout(first):
-            raise SpecError(f"{other.path} and {first.path} call the forward with different arguments "
-                            f"({_show_layout(first)} vs {_show_layout(other)}); sizes may differ, "
-                            "the rest not")
+            raise SpecError(
+                f"{other.path} and {first.path} call the forward with different arguments "
+                f"({_show_layout(first)} vs {_show_layout(other)}); sizes may differ, "
+                "the rest not"
+            )
 
 
 def _layout(capture: CaptureInfo) -> list[tuple[str, bool, str]]:
@@ -208,8 +234,9 @@ def _show_layout(capture: CaptureInfo) -> str:
     return ", ".join(f"{k}:{dtype or 'value'}" for k, _tensor, dtype in _layout(capture))
 
 
-def _from_captures(captures: list[CaptureInfo], info: TargetInfo, keep_values: bool
-                   ) -> tuple[list[ForwardArg], list[dict[str, Any]], list[CaptureRef], dict[str, str]]:
+def _from_captures(
+    captures: list[CaptureInfo], info: TargetInfo, keep_values: bool
+) -> tuple[list[ForwardArg], list[dict[str, Any]], list[CaptureRef], dict[str, str]]:
     first = captures[0]
     params = info.forward_params or []
     positional = [p.name for p in params if p.kind in _POSITIONAL]
@@ -228,15 +255,22 @@ def _from_captures(captures: list[CaptureInfo], info: TargetInfo, keep_values: b
     refs = _capture_refs(captures)
     shapes = [{"capture": ref.name} for ref in refs] if len(refs) > 1 else []
     signatures = {}
-    for ref, capture in zip(refs, captures):
+    for ref, capture in zip(refs, captures, strict=True):
         label = shape_label({"capture": ref.name}) if len(refs) > 1 else shape_label({})
         values = [*capture.args, *capture.kwargs.values()]
-        signatures[label] = "; ".join(v.describe(arg.name) for arg, v in zip(forward, values))
+        signatures[label] = "; ".join(v.describe(arg.name) for arg, v in zip(forward, values, strict=False))
     return forward, shapes, refs, signatures
 
 
-def _captured_arg(name: str, where: Literal["args", "kwargs"], key: int | str, value: CapturedValue,
-                  captures: list[CaptureInfo], keep_values: bool, keyword: bool = False) -> ForwardArg:
+def _captured_arg(
+    name: str,
+    where: Literal["args", "kwargs"],
+    key: int | str,
+    value: CapturedValue,
+    captures: list[CaptureInfo],
+    keep_values: bool,
+    keyword: bool = False,
+) -> ForwardArg:
     def same(c: CaptureInfo) -> CapturedValue:
         return c.args[key] if isinstance(key, int) else c.kwargs[key]
 
@@ -271,4 +305,3 @@ def _names(params: list[Param]) -> str:
         prefix = "*" if p.kind == "var_positional" else "**" if p.kind == "var_keyword" else ""
         shown.append(prefix + p.name)
     return ", ".join(shown) or "none"
-

@@ -46,12 +46,18 @@ def probe(request: dict[str, Any]) -> dict[str, Any]:
         if module_name == missing or module_name.startswith(missing + "."):
             reply["import_error"] = {"kind": "not_found", "message": f"No module named {missing!r}"}
         else:
-            reply["import_error"] = {"kind": "raised", "message": f"ModuleNotFoundError: {exc}",
-                                     "traceback": _tail(traceback.format_exc())}
+            reply["import_error"] = {
+                "kind": "raised",
+                "message": f"ModuleNotFoundError: {exc}",
+                "traceback": _tail(traceback.format_exc()),
+            }
         return reply
     except BaseException as exc:  # noqa: BLE001 - SystemExit at import is the user's code failing too
-        reply["import_error"] = {"kind": "raised", "message": f"{type(exc).__name__}: {exc}",
-                                 "traceback": _tail(traceback.format_exc())}
+        reply["import_error"] = {
+            "kind": "raised",
+            "message": f"{type(exc).__name__}: {exc}",
+            "traceback": _tail(traceback.format_exc()),
+        }
         return reply
     obj: Any = module
     for part in qualname.split("."):
@@ -107,19 +113,25 @@ def describe_capture(path: str) -> dict[str, Any]:
         call = torch.load(io.BytesIO(data), weights_only=True)
     except Exception as exc:  # noqa: BLE001 - any unreadable file gets the same clear refusal
         first = str(exc).splitlines()[0] if str(exc) else ""
-        return {"path": path,
-                "error": f"{path} is not a capture file torch can load safely: {type(exc).__name__}: {first}"}
+        return {
+            "path": path,
+            "error": f"{path} is not a capture file torch can load safely: {type(exc).__name__}: {first}",
+        }
     from stark_mcp.usercode.capture import CAPTURE_FORMAT
 
     if not isinstance(call, dict) or call.get("format") != CAPTURE_FORMAT:
         return {"path": path, "error": f"{path} was not written by stark_mcp.capture"}
     return {
-        "path": path, "sha256": digest, "target": call["target"], "kind": call["kind"],
+        "path": path,
+        "sha256": digest,
+        "target": call["target"],
+        "kind": call["kind"],
         "args": [_value(v) for v in call["args"]],
         "kwargs": {k: _value(v) for k, v in call["kwargs"].items()},
         "init_args": repr(call["init_args"]) if call["init_args"] is not None else None,
         "init_kwargs": repr(call["init_kwargs"]) if call["init_kwargs"] is not None else None,
-        "init_note": call.get("init_note", ""), "module_dtype": call.get("module_dtype"),
+        "init_note": call.get("init_note", ""),
+        "module_dtype": call.get("module_dtype"),
         "device": call.get("device"),
     }
 
@@ -130,8 +142,12 @@ def _value(value: Any) -> dict[str, Any]:
     if isinstance(value, torch.Tensor):
         floating = value.is_floating_point()
         finite = bool(torch.isfinite(value).all()) if floating and value.numel() else True
-        return {"tensor": True, "shape": list(value.shape), "dtype": str(value.dtype).removeprefix("torch."),
-                "fresh": floating and finite and value.numel() > 1}
+        return {
+            "tensor": True,
+            "shape": list(value.shape),
+            "dtype": str(value.dtype).removeprefix("torch."),
+            "fresh": floating and finite and value.numel() > 1,
+        }
     text = repr(value)
     shown = text if len(text) <= 200 else text[:200] + "..."
     return {"tensor": False, "type": type(value).__name__, "repr": shown}
@@ -156,8 +172,9 @@ def _params(fn: Any, drop_first: bool) -> list[dict[str, Any]] | None:
     positional = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
     if drop_first and params and params[0].kind in positional:
         params = params[1:]  # self
-    return [{"name": p.name, "kind": p.kind.name.lower(), "has_default": p.default is not p.empty}
-            for p in params]
+    return [
+        {"name": p.name, "kind": p.kind.name.lower(), "has_default": p.default is not p.empty} for p in params
+    ]
 
 
 def _file_of(module: Any) -> str | None:
@@ -166,9 +183,13 @@ def _file_of(module: Any) -> str | None:
 
 
 def _public_names(module: Any) -> list[str]:
-    names = [n for n, v in vars(module).items()
-             if not n.startswith("_") and (inspect.isclass(v) or inspect.isfunction(v))
-             and getattr(v, "__module__", None) == module.__name__]
+    names = [
+        n
+        for n, v in vars(module).items()
+        if not n.startswith("_")
+        and (inspect.isclass(v) or inspect.isfunction(v))
+        and getattr(v, "__module__", None) == module.__name__
+    ]
     return sorted(names)[:40]
 
 

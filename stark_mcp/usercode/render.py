@@ -27,17 +27,20 @@ def render_problem(plan: ProblemPlan) -> str:
 def _docstring(plan: ProblemPlan) -> str:
     what = (
         f"Model is {plan.target.local_name} itself, built from INIT_INPUTS and put in eval() mode"
-        if plan.kind == "module" else f"Model calls the function {plan.target.local_name}"
+        if plan.kind == "module"
+        else f"Model calls the function {plan.target.local_name}"
     )
     sets = (
         "\nThe evaluator calls get_inputs(**shape) for every entry of SHAPES: ModelNew must match\n"
         "Model on each of them, and its speedup is their geometric mean."
-        if plan.shapes else "\nThe evaluator calls get_inputs() for the forward arguments."
+        if plan.shapes
+        else "\nThe evaluator calls get_inputs() for the forward arguments."
     )
     drop_in = (
         "\nModelNew takes the same constructor arguments and keeps the target's parameter and buffer\n"
         "names and shapes, so that it loads the original's state_dict and can replace it in place."
-        if plan.kind == "module" else ""
+        if plan.kind == "module"
+        else ""
     )
     return (
         f'"""{plan.name}: {plan.target.spec} as a stark-mcp problem ({MADE_BY}).\n\n'
@@ -92,8 +95,9 @@ def _target_import(plan: ProblemPlan) -> str:
     if not rest:
         alias = "" if target.local_name == head else f" as {target.local_name}"
         return f"from {target.module} import {head}{alias}  # noqa: E402"
-    return (f"from {target.module} import {head} as _{head}  # noqa: E402\n\n"
-            f"{target.local_name} = _{head}.{rest}")
+    return (
+        f"from {target.module} import {head} as _{head}  # noqa: E402\n\n{target.local_name} = _{head}.{rest}"
+    )
 
 
 def _source_comment(plan: ProblemPlan) -> str:
@@ -115,18 +119,22 @@ def _model(plan: ProblemPlan) -> str:
     args = ", ".join(a.name for a in plan.forward)
     call = ", ".join(f"{a.name}={a.name}" if a.keyword else a.name for a in plan.forward)
     if plan.kind == "function":
-        return "\n".join([
-            "class Model(nn.Module):",
-            f'    """Calls {plan.target.spec}."""',
-            "",
-            f"    def forward(self, {args}):" if args else "    def forward(self):",
-            f"        return {name}({call})",
-        ])
+        return "\n".join(
+            [
+                "class Model(nn.Module):",
+                f'    """Calls {plan.target.spec}."""',
+                "",
+                f"    def forward(self, {args}):" if args else "    def forward(self):",
+                f"        return {name}({call})",
+            ]
+        )
     params = ", ".join(["self", *plan.init_names])
     super_call = ", ".join(f"{n}={n}" if n in plan.init_keywords else n for n in plan.init_names)
     lines = [
-        (f"MODULE_DTYPE = {plan.module_dtype or 'float32'!r}  # the parameters' dtype "
-         "(`stark-mcp export` states it)"),
+        (
+            f"MODULE_DTYPE = {plan.module_dtype or 'float32'!r}  # the parameters' dtype "
+            "(`stark-mcp export` states it)"
+        ),
         "",
         "",
         f"class Model({name}):",
@@ -143,13 +151,15 @@ def _model(plan: ProblemPlan) -> str:
 
 
 def _init(plan: ProblemPlan) -> str:
-    return "\n".join([
-        f"INIT_INPUTS = {plan.init_values!r}",
-        "",
-        "",
-        "def get_init_inputs():",
-        "    return copy.deepcopy(INIT_INPUTS)",
-    ])
+    return "\n".join(
+        [
+            f"INIT_INPUTS = {plan.init_values!r}",
+            "",
+            "",
+            "def get_init_inputs():",
+            "    return copy.deepcopy(INIT_INPUTS)",
+        ]
+    )
 
 
 def _inputs(plan: ProblemPlan) -> str:
@@ -168,8 +178,11 @@ def _inputs(plan: ProblemPlan) -> str:
 
 
 def _captures_table(plan: ProblemPlan) -> list[str]:
-    lines = ["# The captured calls (stark_mcp.capture), each with its file's sha256 when this problem was",
-             "# made.", "CAPTURES = {"]
+    lines = [
+        "# The captured calls (stark_mcp.capture), each with its file's sha256 when this problem was",
+        "# made.",
+        "CAPTURES = {",
+    ]
     for ref in plan.captures:
         lines += [f"    {ref.name!r}: (", f"        {ref.path!r},", f"        {ref.sha256!r},", "    ),"]
     lines += [
@@ -196,8 +209,11 @@ def _captures_table(plan: ProblemPlan) -> list[str]:
 
 def _captured_get_inputs(plan: ProblemPlan) -> list[str]:
     first = plan.captures[0].name
-    lines = [f"def get_inputs(capture: str = {first!r}) -> list:", "    call = _captured(capture)",
-             "    return ["]
+    lines = [
+        f"def get_inputs(capture: str = {first!r}) -> list:",
+        "    call = _captured(capture)",
+        "    return [",
+    ]
     for arg in plan.forward:
         ref = f"call[{arg.captured!r}][{arg.key!r}]"
         if arg.fresh:

@@ -60,11 +60,15 @@ class ProblemRequest(BaseModel):
         if self.target is not None:
             parse_target(self.target)
         if self.captures and (self.inputs or self.shapes):
-            raise SpecError("give either captures or input specs (with shapes), not both: a captured call "
-                            "already fixes its inputs, and each capture file is one input set")
+            raise SpecError(
+                "give either captures or input specs (with shapes), not both: a captured call "
+                "already fixes its inputs, and each capture file is one input set"
+            )
         if not self.captures and not self.inputs:
-            raise SpecError("no inputs: give input specs such as x:float32[batch,64] with shapes such as "
-                            "batch=8, or capture files from stark_mcp.capture")
+            raise SpecError(
+                "no inputs: give input specs such as x:float32[batch,64] with shapes such as "
+                "batch=8, or capture files from stark_mcp.capture"
+            )
         if not self.captures and self.target is None:
             raise SpecError("no target: give package.module:ClassOrFunction")
         if self.captured_values and not self.captures:

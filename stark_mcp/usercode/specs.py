@@ -25,8 +25,12 @@ DTYPES = (*FLOAT_DTYPES, *INT_DTYPES, "bool")
 Distribution = Literal["normal", "uniform", "randint", "bernoulli", "ones", "zeros"]
 MAX_ELEMENTS = 2**31 - 1
 _DIST_ARGS: dict[str, tuple[str, ...]] = {
-    "normal": ("mean", "std"), "uniform": ("low", "high"), "randint": ("low", "high"), "bernoulli": ("p",),
-    "ones": (), "zeros": (),
+    "normal": ("mean", "std"),
+    "uniform": ("low", "high"),
+    "randint": ("low", "high"),
+    "bernoulli": ("p",),
+    "ones": (),
+    "zeros": (),
 }
 _INPUT = re.compile(
     r"^\s*(?P<name>[A-Za-z_]\w*)\s*:\s*(?P<dtype>\w+)\s*\[(?P<dims>[^\]]*)\]"
@@ -65,17 +69,21 @@ class InputSpec(BaseModel):
             check_literal(self.value, f"input {self.name}")
             return self
         if self.dtype not in DTYPES:
-            raise ValueError(f"input {self.name}: unknown dtype {self.dtype!r}; use one of "
-                             f"{', '.join(DTYPES)}")
+            raise ValueError(
+                f"input {self.name}: unknown dtype {self.dtype!r}; use one of {', '.join(DTYPES)}"
+            )
         for dim in self.shape:
             if isinstance(dim, bool) or (isinstance(dim, int) and dim < 0):
-                raise ValueError(f"input {self.name}: dimension {dim!r} must be a size >= 0 or a shape "
-                                 "key name")
+                raise ValueError(
+                    f"input {self.name}: dimension {dim!r} must be a size >= 0 or a shape key name"
+                )
             if isinstance(dim, str):
                 _check_name(dim, f"input {self.name}: dimension")
                 if dim in _PROBLEM_NAMES:
-                    raise ValueError(f"input {self.name}: dimension name {dim!r} is taken by the problem "
-                                     "file; choose another")
+                    raise ValueError(
+                        f"input {self.name}: dimension name {dim!r} is taken by the problem "
+                        "file; choose another"
+                    )
         dist = self.effective_dist
         allowed = _allowed_dists(self.dtype)
         if dist not in allowed:
@@ -191,14 +199,16 @@ def _parse_input(text: str) -> InputSpec:
         elif part.isidentifier():
             dims.append(part)
         else:
-            raise ValueError(f"input {match['name']}: dimension {part!r} is neither a size nor a shape "
-                             "key name")
+            raise ValueError(
+                f"input {match['name']}: dimension {part!r} is neither a size nor a shape key name"
+            )
     fields: dict[str, Any] = {"name": match["name"], "dtype": match["dtype"], "shape": dims}
     if match["dist"]:
         dist = match["dist"]
         if dist not in _DIST_ARGS:
-            raise ValueError(f"input {match['name']}: unknown distribution {dist!r}; use one of "
-                             f"{', '.join(_DIST_ARGS)}")
+            raise ValueError(
+                f"input {match['name']}: unknown distribution {dist!r}; use one of {', '.join(_DIST_ARGS)}"
+            )
         fields["dist"] = dist
         args_text = (match["args"] or "").strip()
         values = [_literal(a, f"input {match['name']}") for a in args_text.split(",")] if args_text else []
@@ -209,7 +219,7 @@ def _parse_input(text: str) -> InputSpec:
         if len(values) > len(names) or not numbers:
             wanted = ", ".join(names) or "no arguments"
             raise ValueError(f"input {match['name']}: {dist} takes {wanted}, got ({args_text})")
-        fields.update(zip(names, values))
+        fields.update(zip(names, values, strict=False))
     return InputSpec(**fields)
 
 
@@ -227,8 +237,9 @@ def parse_call(text: str) -> tuple[list[Any], dict[str, Any]]:
     try:
         call = ast.parse(f"f({text})", mode="eval").body
     except SyntaxError:
-        raise SpecError(f"arguments {text!r} do not read as a Python call's arguments, "
-                        "e.g. 512, 2048, dropout=0.0") from None
+        raise SpecError(
+            f"arguments {text!r} do not read as a Python call's arguments, e.g. 512, 2048, dropout=0.0"
+        ) from None
     assert isinstance(call, ast.Call)
     args: list[Any] = []
     kwargs: dict[str, Any] = {}

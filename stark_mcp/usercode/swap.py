@@ -28,8 +28,10 @@ def swap(model: nn.Module, path: str, replacement: Any) -> nn.Module:
     ``replacement`` is an exported ``ModelNew`` class or its module. Returns the new submodule.
     """
     if not path:
-        raise SwapError("swap needs the dotted path of a submodule, e.g. 'encoder.mlp'; to replace a whole "
-                        "model call from_module(model) from the exported file")
+        raise SwapError(
+            "swap needs the dotted path of a submodule, e.g. 'encoder.mlp'; to replace a whole "
+            "model call from_module(model) from the exported file"
+        )
     exported = _exported_module(replacement)
     build = getattr(exported, "from_module", None)
     if not callable(build):
@@ -53,6 +55,8 @@ def _exported_module(replacement: Any) -> ModuleType:
         return replacement
     module = sys.modules.get(getattr(replacement, "__module__", ""), None)
     if module is None:
-        raise SwapError(f"cannot tell which exported file {replacement!r} comes from; pass the ModelNew "
-                        "class imported from it, or the module itself")
+        raise SwapError(
+            f"cannot tell which exported file {replacement!r} comes from; pass the ModelNew "
+            "class imported from it, or the module itself"
+        )
     return module

@@ -10,11 +10,29 @@ from pydantic import BaseModel, ConfigDict
 from stark_mcp.usercode.errors import TargetError
 
 # Names the problem file defines itself; a target called one of these is imported under an alias.
-RESERVED = frozenset({
-    "Model", "ModelNew", "get_inputs", "get_init_inputs", "torch", "nn", "copy", "hashlib", "io", "os", "sys",
-    "Path", "SHAPES", "SIGNATURES", "INIT_INPUTS", "STARK_IMPORT_ROOTS", "STARK_TARGET", "TARGET_FILE",
-    "CAPTURES",
-})
+RESERVED = frozenset(
+    {
+        "Model",
+        "ModelNew",
+        "get_inputs",
+        "get_init_inputs",
+        "torch",
+        "nn",
+        "copy",
+        "hashlib",
+        "io",
+        "os",
+        "sys",
+        "Path",
+        "SHAPES",
+        "SIGNATURES",
+        "INIT_INPUTS",
+        "STARK_IMPORT_ROOTS",
+        "STARK_TARGET",
+        "TARGET_FILE",
+        "CAPTURES",
+    }
+)
 
 
 class TargetRef(BaseModel):

@@ -63,7 +63,7 @@ async def test_case(suite_evaluator, case: cases.Case) -> None:
     assert not leftovers(), f"{case.name} left processes behind"
 
 
-async def test_the_shape_overfit_passes_alone_and_fails_once_a_second_shape_is_declared(suite_evaluator) -> None:
+async def test_the_shape_overfit_passes_alone_and_fails_with_a_second_shape(suite_evaluator) -> None:
     # Its case (two_widths, both shapes) fails; the same kernel on the first shape alone passes, so
     # the failure is the second shape's doing, and the verdict names it.
     case = next(c for c in CPU_CASES if c.name == "shape_overfit")
@@ -72,7 +72,9 @@ async def test_the_shape_overfit_passes_alone_and_fails_once_a_second_shape_is_d
         declared.source.replace(', {"rows": 8, "cols": 128}]', "]"), name="one_width"
     )
     assert len(declared.shapes) == 2 and len(first_only.shapes) == 1
-    alone = await suite_evaluator.evaluate(first_only, case.source, device="cpu", settings=SUITE, use_cache=False)
+    alone = await suite_evaluator.evaluate(
+        first_only, case.source, device="cpu", settings=SUITE, use_cache=False
+    )
     assert alone.passed, alone.message
     both = await suite_evaluator.evaluate(declared, case.source, device="cpu", settings=SUITE, use_cache=True)
     assert both.status.value == "wrong_output" and "cols=128" in both.message, both.message

@@ -60,27 +60,32 @@ def test_labels_of_other_values() -> None:
     assert shape_label({"size": (4, 8), "causal": True, "mode": "fast"}) == "size=4x8,causal=True,mode=fast"
 
 
-@pytest.mark.parametrize(("header", "needle"), [
-    ("SHAPES = []", "non-empty list"),
-    ("SHAPES = {'batch': 8}", "non-empty list"),
-    ("SHAPES = [8, 16]", "SHAPES[0] is int"),
-    ("SHAPES = [{'batch': 8}, {'batch': 8}]", "SHAPES[1] repeats SHAPES[0] (batch=8)"),
-    ("SHAPES = [{'class': 8}]", "'class' is not a Python parameter name"),
-    ("SHAPES = [{1: 8}]", "key 1 is not a Python parameter name"),
-    ("SHAPES = [{'batch': float('inf')}]", "must be a literal"),
-    ("SHAPES = [{'batch': {'a': 1}}]", "is not a plain value"),
-    ("SHAPES = [dict(batch=b) for b in (8, 16)]", "line 1: SHAPES must be a literal"),
-    ("SHAPES = [{'batch': 8}]\nSHAPES = [{'batch': 16}]", "assigned 2 times"),
-    ("SHAPES = [{'batch': 8}]\nSHAPES += [{'batch': 16}]", "line 2: SHAPES is changed after"),
-    ("SHAPES: list", "annotated but never given a value"),
-    ("SHAPES = [{'batch': 8, 'width': 3}]", "passes width but get_inputs accepts batch, seq"),
-    (f"SHAPES = [{{'batch': i}} for i in range({MAX_SHAPES + 1})]", "must be a literal"),
-    ("SHAPES = [" + ", ".join(f"{{'batch': {i}}}" for i in range(MAX_SHAPES + 1)) + "]",
-     f"at most {MAX_SHAPES}"),
-    ("STARK_IMPORT_ROOTS = 'src'", "must be a list of folder paths"),
-    ("STARK_IMPORT_ROOTS = ['src']", "'src' is not an absolute path"),
-    ("STARK_TARGET = 'mylib.layers.ScaledMLP'", 'must be "package.module:Name"'),
-])
+@pytest.mark.parametrize(
+    ("header", "needle"),
+    [
+        ("SHAPES = []", "non-empty list"),
+        ("SHAPES = {'batch': 8}", "non-empty list"),
+        ("SHAPES = [8, 16]", "SHAPES[0] is int"),
+        ("SHAPES = [{'batch': 8}, {'batch': 8}]", "SHAPES[1] repeats SHAPES[0] (batch=8)"),
+        ("SHAPES = [{'class': 8}]", "'class' is not a Python parameter name"),
+        ("SHAPES = [{1: 8}]", "key 1 is not a Python parameter name"),
+        ("SHAPES = [{'batch': float('inf')}]", "must be a literal"),
+        ("SHAPES = [{'batch': {'a': 1}}]", "is not a plain value"),
+        ("SHAPES = [dict(batch=b) for b in (8, 16)]", "line 1: SHAPES must be a literal"),
+        ("SHAPES = [{'batch': 8}]\nSHAPES = [{'batch': 16}]", "assigned 2 times"),
+        ("SHAPES = [{'batch': 8}]\nSHAPES += [{'batch': 16}]", "line 2: SHAPES is changed after"),
+        ("SHAPES: list", "annotated but never given a value"),
+        ("SHAPES = [{'batch': 8, 'width': 3}]", "passes width but get_inputs accepts batch, seq"),
+        (f"SHAPES = [{{'batch': i}} for i in range({MAX_SHAPES + 1})]", "must be a literal"),
+        (
+            "SHAPES = [" + ", ".join(f"{{'batch': {i}}}" for i in range(MAX_SHAPES + 1)) + "]",
+            f"at most {MAX_SHAPES}",
+        ),
+        ("STARK_IMPORT_ROOTS = 'src'", "must be a list of folder paths"),
+        ("STARK_IMPORT_ROOTS = ['src']", "'src' is not an absolute path"),
+        ("STARK_TARGET = 'mylib.layers.ScaledMLP'", 'must be "package.module:Name"'),
+    ],
+)
 def test_malformed_declarations_are_refused_with_the_reason(header: str, needle: str) -> None:
     with pytest.raises(ProblemError) as caught:
         problem_from_source(with_header(header))
@@ -109,7 +114,9 @@ def test_a_source_with_a_syntax_error_declares_nothing_and_the_loader_names_the_
         problem_from_source(broken)
 
 
-@pytest.mark.parametrize("shape", [{}, {"batch": 8, "seq": 128}, {"dims": [2, 3], "scale": 0.5, "causal": True}])
+@pytest.mark.parametrize(
+    "shape", [{}, {"batch": 8, "seq": 128}, {"dims": [2, 3], "scale": 0.5, "causal": True}]
+)
 def test_the_evaluator_labels_a_shape_as_the_problem_does(shape: dict) -> None:
     # Results carry the evaluator's labels; the problem, its export and STARK_PROVEN name shapes by
     # shape_label. The trusted side cannot import problems/, so the two must agree by test.

@@ -25,8 +25,10 @@ USER_PACKAGE = ROOT / "tests" / "fixtures" / "userpkg"
 CANDIDATES = Path(__file__).parent / "fixtures" / "own_module"
 DOC = ROOT / "docs" / "ide.md"
 SHAPES = [{"batch": 2, "seq": 4}, {"batch": 8, "seq": 16}]
-REQUEST = ("Can you make the MLP in mylib faster? Encoder builds it as ScaledMLP(32, 64, scale=0.5); "
-           "we run it on batches of 2x4 and 8x16 tokens.")
+REQUEST = (
+    "Can you make the MLP in mylib faster? Encoder builds it as ScaledMLP(32, 64, scale=0.5); "
+    "we run it on batches of 2x4 and 8x16 tokens."
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -66,8 +68,14 @@ async def converse(server: Any, project: Path, home: Path) -> Flow:
     log = Transcript(project)
     results: dict[str, dict[str, Any]] = {}
 
-    async def call(client: Client, tool: str, args: dict[str, Any], keep: tuple[str, ...],
-                   hidden: tuple[str, ...] = (), excerpts: dict[str, str] | None = None) -> dict[str, Any]:
+    async def call(
+        client: Client,
+        tool: str,
+        args: dict[str, Any],
+        keep: tuple[str, ...],
+        hidden: tuple[str, ...] = (),
+        excerpts: dict[str, str] | None = None,
+    ) -> dict[str, Any]:
         result = ok(await client.call_tool(tool, args))
         log.call(tool, {k: ("…" if k in hidden else v) for k, v in args.items()}, result, keep, excerpts)
         return result
@@ -76,72 +84,131 @@ async def converse(server: Any, project: Path, home: Path) -> Flow:
         log.user(REQUEST)
         args = {"request": REQUEST, "project_root": str(project)}
         guide = await client.get_prompt("optimize_module", args)
-        log.prompt("optimize_module", {"request": "…", "project_root": str(project)},
-                   guide.messages[0].content.text)
-        log.host("Found `class ScaledMLP` in src/mylib/layers.py: `forward(x, mask=None)`, and the call site "
-                 "`ScaledMLP(d_model, hidden, scale=0.5)` in `Encoder`. The user gave the sizes, so no "
-                 "capture is needed.")
-        created = await call(client, "create_problem", {
-            "target": "mylib.layers:ScaledMLP", "project_root": str(project),
-            "init_args": [32, 64], "init_kwargs": {"scale": 0.5},
-            "inputs": ["x:float32[batch,seq,32]"], "shapes": SHAPES,
-        }, keep=("path", "kind", "import_roots", "init_inputs", "shapes", "checked_on", "next"))
+        log.prompt(
+            "optimize_module", {"request": "…", "project_root": str(project)}, guide.messages[0].content.text
+        )
+        log.host(
+            "Found `class ScaledMLP` in src/mylib/layers.py: `forward(x, mask=None)`, and the call site "
+            "`ScaledMLP(d_model, hidden, scale=0.5)` in `Encoder`. The user gave the sizes, so no "
+            "capture is needed."
+        )
+        created = await call(
+            client,
+            "create_problem",
+            {
+                "target": "mylib.layers:ScaledMLP",
+                "project_root": str(project),
+                "init_args": [32, 64],
+                "init_kwargs": {"scale": 0.5},
+                "inputs": ["x:float32[batch,seq,32]"],
+                "shapes": SHAPES,
+            },
+            keep=("path", "kind", "import_roots", "init_inputs", "shapes", "checked_on", "next"),
+        )
         results["create_problem"] = created
-        log.host("The problem states two input sets, x of 2x4x32 and 8x16x32 floats: as you said. "
-                 "Starting a run.")
-        run = await call(client, "create_run", {"problem": created["path"], "budget": 2, "policy": "greedy",
-                                                "seed": 11},
-                         keep=("run_id", "problem", "device", "budget", "baselines_ms", "next"))
+        log.host(
+            "The problem states two input sets, x of 2x4x32 and 8x16x32 floats: as you said. Starting a run."
+        )
+        run = await call(
+            client,
+            "create_run",
+            {"problem": created["path"], "budget": 2, "policy": "greedy", "seed": 11},
+            keep=("run_id", "problem", "device", "budget", "baselines_ms", "next"),
+        )
         run_id = run["run_id"]
 
         sources = {"n0": created["source"]}
         # Both attempts expand the root: after a failed first attempt the best node is still n0, so the
         # conversation is the same whatever the timings.
         steps = [
-            ("cand_mlp_noscale", ("Run both layers as addmm on the flattened tokens, with the per-channel "
-                                  "scale folded into the second layer.")),
-            ("cand_mlp_addmm", ("Run both layers as addmm on the flattened tokens with the bias fused, and "
-                                "apply the scale in place on the result.")),
+            (
+                "cand_mlp_noscale",
+                (
+                    "Run both layers as addmm on the flattened tokens, with the per-channel "
+                    "scale folded into the second layer."
+                ),
+            ),
+            (
+                "cand_mlp_addmm",
+                (
+                    "Run both layers as addmm on the flattened tokens with the bias fused, and "
+                    "apply the scale in place on the result."
+                ),
+            ),
         ]
         for name, advice in steps:
-            selection = await call(client, "select_node", {"run_id": run_id},
-                                   keep=("node_id", "action", "reason"))
+            selection = await call(
+                client, "select_node", {"run_id": run_id}, keep=("node_id", "action", "reason")
+            )
             node_id = selection["node_id"]
-            plan_ctx = await call(client, "build_context",
-                                  {"run_id": run_id, "node_id": node_id, "role": "plan"},
-                                  keep=("prompt", "node_ids"),
-                                  excerpts={"prompt": "## Architecture to optimize" if len(sources) == 1
-                                            else "### Attempt n1"})
+            plan_ctx = await call(
+                client,
+                "build_context",
+                {"run_id": run_id, "node_id": node_id, "role": "plan"},
+                keep=("prompt", "node_ids"),
+                excerpts={"prompt": "## Architecture to optimize" if len(sources) == 1 else "### Attempt n1"},
+            )
             assert node_id == "n0" and "class ScaledMLP(nn.Module):" in plan_ctx["prompt"]
             plan = anchored(sources[node_id], "super().__init__", "self.eval()", advice)
             log.host(f"Plan: {advice}")
-            await call(client, "build_context",
-                       {"run_id": run_id, "node_id": node_id, "role": "code", "plan": plan},
-                       keep=("node_ids", "next"), hidden=("plan",))
+            await call(
+                client,
+                "build_context",
+                {"run_id": run_id, "node_id": node_id, "role": "code", "plan": plan},
+                keep=("node_ids", "next"),
+                hidden=("plan",),
+            )
             source = candidate(name)
-            child = await call(client, "add_child", {"run_id": run_id, "parent_id": node_id, "source": source,
-                                                     "plan": plan, "action": "plan"},
-                               keep=("node_id", "status", "reason", "runtime_ms", "speedups", "shapes",
-                                     "attempts_left", "next"), hidden=("source", "plan"))
+            child = await call(
+                client,
+                "add_child",
+                {"run_id": run_id, "parent_id": node_id, "source": source, "plan": plan, "action": "plan"},
+                keep=(
+                    "node_id",
+                    "status",
+                    "reason",
+                    "runtime_ms",
+                    "speedups",
+                    "shapes",
+                    "attempts_left",
+                    "next",
+                ),
+                hidden=("source", "plan"),
+            )
             results[name] = child
             sources[child["node_id"]] = source
             if child["status"] != "passed":
-                log.host(f"{child['node_id']} failed the check ({child['reason']}): the per-channel scale "
-                         "went missing. Back to the best node for another plan.")
+                log.host(
+                    f"{child['node_id']} failed the check ({child['reason']}): the per-channel scale "
+                    "went missing. Back to the best node for another plan."
+                )
 
         board = await call(client, "leaderboard", {"run_id": run_id}, keep=("entries",))
         results["leaderboard"] = board
-        exported = await call(client, "export_kernel", {"run_id": run_id},
-                              keep=("node_id", "runtime_ms", "speedups", "shapes", "warnings", "source"))
+        exported = await call(
+            client,
+            "export_kernel",
+            {"run_id": run_id},
+            keep=("node_id", "runtime_ms", "speedups", "shapes", "warnings", "source"),
+        )
         results["export"] = exported
         (project / "src" / "mylib" / "fast_mlp.py").write_text(exported["source"])
-        log.host("Saved it as src/mylib/fast_mlp.py. To use it, one line after building the model: "
-                 '`stark_mcp.swap(model, "mlp", ModelNew)` with `from mylib.fast_mlp import ModelNew` '
-                 "(or `model.mlp = from_module(model.mlp)` without stark-mcp). It is proven for exactly "
-                 "what its header states (ScaledMLP(32, 64, 0.5), float32 weights, the CPU, inference, "
-                 "the input sets listed) and for nothing else; `python -m mylib.fast_mlp` repeats its check.")
-    return Flow(project=project, home=home, server=server, run_id=run_id, problem_path=created["path"],
-                transcript=log, results=results)
+        log.host(
+            "Saved it as src/mylib/fast_mlp.py. To use it, one line after building the model: "
+            '`stark_mcp.swap(model, "mlp", ModelNew)` with `from mylib.fast_mlp import ModelNew` '
+            "(or `model.mlp = from_module(model.mlp)` without stark-mcp). It is proven for exactly "
+            "what its header states (ScaledMLP(32, 64, 0.5), float32 weights, the CPU, inference, "
+            "the input sets listed) and for nothing else; `python -m mylib.fast_mlp` repeats its check."
+        )
+    return Flow(
+        project=project,
+        home=home,
+        server=server,
+        run_id=run_id,
+        problem_path=created["path"],
+        transcript=log,
+        results=results,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -186,8 +253,9 @@ async def test_the_export_swaps_into_the_users_model_with_its_weights_and_output
     assert path.read_text() == exported["source"]
     # The user's code imports it, swaps it in with the original's weights, and gets the same outputs.
     env = {**os.environ, "PYTHONPATH": str(flow.project / "src")}
-    done = await anyio.run_process([sys.executable, str(CANDIDATES / "use_export.py")], env=env,
-                                   cwd=flow.project, check=False)
+    done = await anyio.run_process(
+        [sys.executable, str(CANDIDATES / "use_export.py")], env=env, cwd=flow.project, check=False
+    )
     assert done.returncode == 0, done.stderr.decode()[-3000:]
     report = json.loads(done.stdout.decode().strip().splitlines()[-1])
     assert report["swapped"] and report["same_weights"] and report["equal"], report
@@ -217,8 +285,11 @@ async def test_the_export_swaps_into_the_users_model_with_its_weights_and_output
 
 async def test_a_kernel_correct_on_one_input_set_only_fails(flow: Flow) -> None:
     async with Client(flow.server) as client:
-        result = ok(await client.call_tool("evaluate_kernel", {"run_id": flow.run_id,
-                                                               "source": candidate("cand_mlp_overfit")}))
+        result = ok(
+            await client.call_tool(
+                "evaluate_kernel", {"run_id": flow.run_id, "source": candidate("cand_mlp_overfit")}
+            )
+        )
     assert result["status"] == "wrong_output", result
     assert "batch=8,seq=16" in result["message"], result["message"]
 

@@ -33,8 +33,14 @@ class Transcript:
     def prompt(self, name: str, args: dict[str, Any], text: str) -> None:
         self.parts.append(f"Host → prompt `{name}` {self._json(args)}\n\n````text\n{text.rstrip()}\n````")
 
-    def call(self, tool: str, args: dict[str, Any], result: dict[str, Any], keep: tuple[str, ...],
-             excerpts: dict[str, str] | None = None) -> None:
+    def call(
+        self,
+        tool: str,
+        args: dict[str, Any],
+        result: dict[str, Any],
+        keep: tuple[str, ...],
+        excerpts: dict[str, str] | None = None,
+    ) -> None:
         """A tool call and an excerpt of its result: the ``keep`` fields, long texts (a prompt, a source)
         as their first lines or the lines after ``excerpts[field]``, in a block of their own."""
         shown: dict[str, Any] = {}
@@ -47,7 +53,7 @@ class Transcript:
                 lines = value.splitlines()
                 marker = (excerpts or {}).get(key)
                 start = next((i for i, line in enumerate(lines) if marker and marker in line), 0)
-                cut = lines[start:start + 14]
+                cut = lines[start : start + 14]
                 shown[key] = f"<{len(lines)} lines" + (f", from '{marker}'" if start else "") + ", below>"
                 texts.append("````text\n" + "\n".join(cut) + "\n…\n````")
             else:

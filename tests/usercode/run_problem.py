@@ -48,7 +48,8 @@ def main() -> None:
         label = ",".join(f"{k}={v}" for k, v in shape.items()) or "default"
         report["sets"][label] = {
             "args": [list(x.shape) if isinstance(x, torch.Tensor) else repr(x) for x in inputs],
-            "out": list(out.shape), "finite": bool(torch.isfinite(out).all()),
+            "out": list(out.shape),
+            "finite": bool(torch.isfinite(out).all()),
         }
     if len(sys.argv) > 2:
         with open(sys.argv[2], "a") as handle:

@@ -59,9 +59,14 @@ def captured(user_project: Path) -> Path:
     out = user_project / "captures"
     program = user_project / "program.py"
     program.write_text(USER_PROGRAM)
-    done = subprocess.run([sys.executable, str(program), str(out)], capture_output=True, text=True,
-                          timeout=300, env={"PYTHONPATH": str(user_project / "src"), "PATH": "/usr/bin:/bin"},
-                          check=False)
+    done = subprocess.run(
+        [sys.executable, str(program), str(out)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={"PYTHONPATH": str(user_project / "src"), "PATH": "/usr/bin:/bin"},
+        check=False,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     return out
 
@@ -88,12 +93,14 @@ def test_the_files_hold_the_call_the_arguments_and_nothing_unsafe(captured: Path
 
 @pytest.mark.anyio
 async def test_two_captures_make_a_problem_with_two_input_sets(captured: Path, user_project: Path) -> None:
-    request = problem_request(captures=[str(captured / "mlp_b2.pt"), str(captured / "mlp_b4.pt")],
-                              project_root=str(user_project))
+    request = problem_request(
+        captures=[str(captured / "mlp_b2.pt"), str(captured / "mlp_b4.pt")], project_root=str(user_project)
+    )
     created = await create_problem(request, None)
     assert created.target == "mylib.layers:ScaledMLP" and created.init_inputs == [16, 32, 0.5]
     assert created.shapes == {
-        "capture=mlp_b2": "x: float32[2, 3, 16]", "capture=mlp_b4": "x: float32[4, 8, 16]",
+        "capture=mlp_b2": "x: float32[2, 3, 16]",
+        "capture=mlp_b4": "x: float32[4, 8, 16]",
     }
     problem = load_problem(created.path)
     assert problem.shapes == ({"capture": "mlp_b2"}, {"capture": "mlp_b4"})
@@ -104,8 +111,12 @@ async def test_two_captures_make_a_problem_with_two_input_sets(captured: Path, u
         "capture=mlp_b4": {"args": [[4, 8, 16]], "out": [4, 8, 16], "finite": True},
     }
     # A function's capture: its keyword argument is passed by keyword, the values as captured.
-    function = await create_problem(problem_request(
-        captures=[str(captured / "gelu.pt")], captured_values=True, project_root=str(user_project)), None)
+    function = await create_problem(
+        problem_request(
+            captures=[str(captured / "gelu.pt")], captured_values=True, project_root=str(user_project)
+        ),
+        None,
+    )
     assert function.kind == "function"
     assert function.shapes == {"default": "x: float32[3, 5]; y: float32[3, 5]; approximate='tanh'"}
     assert "return gelu_mul(x, y, approximate=approximate)" in function.source
@@ -117,16 +128,21 @@ class Local(nn.Module):
         return x * 2
 
 
-def test_unstorable_inputs_and_empty_blocks_are_refused(tmp_path: Path,
-                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+def test_unstorable_inputs_and_empty_blocks_are_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     module = Local()
     path = tmp_path / "call.pt"
-    with pytest.raises(CaptureError, match=r"cannot capture argument 'extra': it is a builtins.object"), \
-            stark_mcp.capture(path, module):
+    with (
+        pytest.raises(CaptureError, match=r"cannot capture argument 'extra': it is a builtins.object"),
+        stark_mcp.capture(path, module),
+    ):
         module(torch.ones(2), extra=object())
     assert not path.exists()
-    with pytest.raises(CaptureError, match="Local.forward was not called inside the with block"), \
-            stark_mcp.capture(path, module):
+    with (
+        pytest.raises(CaptureError, match="Local.forward was not called inside the with block"),
+        stark_mcp.capture(path, module),
+    ):
         pass
     with pytest.raises(CaptureError, match="give the nn.Module instance"), stark_mcp.capture(path, object()):
         pass
@@ -150,5 +166,9 @@ async def test_a_file_not_written_by_capture_is_refused(user_project: Path, tmp_
     not_a_capture = tmp_path / "weights.pt"
     torch.save({"weight": torch.ones(2)}, not_a_capture)
     with pytest.raises(CaptureError, match="weights.pt was not written by stark_mcp.capture"):
-        await create_problem(problem_request(captures=[str(not_a_capture)], project_root=str(user_project),
-                                             target="mylib.layers:ScaledMLP"), None)
+        await create_problem(
+            problem_request(
+                captures=[str(not_a_capture)], project_root=str(user_project), target="mylib.layers:ScaledMLP"
+            ),
+            None,
+        )

@@ -19,26 +19,52 @@ HERE = Path(__file__).resolve().parent
 
 def stark(*args: str, home: Path, cwd: Path) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "STARK_HOME": str(home)}
-    return subprocess.run([sys.executable, "-m", "stark_mcp", *args], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=300, check=False)
+    return subprocess.run(
+        [sys.executable, "-m", "stark_mcp", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
 
 
 def run_problem(path: str | Path, change: Path | None = None) -> dict:
     extra = [str(change)] if change else []
-    done = subprocess.run([sys.executable, "-P", str(HERE / "run_problem.py"), str(path), *extra],
-                          capture_output=True, text=True, timeout=300, cwd=HERE.parent, check=False)
+    done = subprocess.run(
+        [sys.executable, "-P", str(HERE / "run_problem.py"), str(path), *extra],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=HERE.parent,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 def test_the_cli_writes_a_problem_that_imports_the_users_module_and_runs_each_shape(
-    user_project: Path, tmp_path: Path,
+    user_project: Path,
+    tmp_path: Path,
 ) -> None:
     done = stark(
-        "problem", "new", "mylib.layers:ScaledMLP", "--init", "32, 64, scale=0.5",
-        "--input", "x:float32[batch,seq,32]", "--input", "mask:float32[batch,seq]~ones",
-        "--shape", "batch=2,seq=4", "--shape", "batch=8,seq=16", "--json",
-        home=tmp_path / "home", cwd=user_project,
+        "problem",
+        "new",
+        "mylib.layers:ScaledMLP",
+        "--init",
+        "32, 64, scale=0.5",
+        "--input",
+        "x:float32[batch,seq,32]",
+        "--input",
+        "mask:float32[batch,seq]~ones",
+        "--shape",
+        "batch=2,seq=4",
+        "--shape",
+        "batch=8,seq=16",
+        "--json",
+        home=tmp_path / "home",
+        cwd=user_project,
     )
     assert done.returncode == 0, done.stderr
     assert "importing mylib.layers:ScaledMLP" in done.stderr
@@ -81,13 +107,24 @@ async def test_targets_that_cannot_be_used_are_refused_with_what_is_wrong(user_p
         return problem_request(target=target, project_root=str(user_project), inputs=["x:float32[4,32]"])
 
     cases = [
-        ("nolib.layers:ScaledMLP", TargetError,
-         (f"cannot import nolib.layers: No module named 'nolib'; looked in {user_project / 'src'}, "
-          f"{user_project}")),
-        ("mylib.broken:Thing", TargetError,
-         "importing mylib.broken failed: ValueError: mylib.broken needs a config file that is missing"),
-        ("mylib.layers:ScaledMPL", TargetError,
-         "mylib.layers has no attribute 'ScaledMPL'; it defines Encoder, ScaledMLP, Settings, gelu_mul"),
+        (
+            "nolib.layers:ScaledMLP",
+            TargetError,
+            (
+                f"cannot import nolib.layers: No module named 'nolib'; looked in {user_project / 'src'}, "
+                f"{user_project}"
+            ),
+        ),
+        (
+            "mylib.broken:Thing",
+            TargetError,
+            "importing mylib.broken failed: ValueError: mylib.broken needs a config file that is missing",
+        ),
+        (
+            "mylib.layers:ScaledMPL",
+            TargetError,
+            "mylib.layers has no attribute 'ScaledMPL'; it defines Encoder, ScaledMLP, Settings, gelu_mul",
+        ),
         ("mylib.layers:Settings", TargetError, "is a class but not a torch.nn.Module"),
     ]
     for target, kind, needle in cases:
@@ -101,15 +138,21 @@ def test_bad_requests_are_refused_before_anything_runs(tmp_path: Path) -> None:
     cases = [
         ({"target": "mylib.layers:ScaledMLP"}, "no inputs"),
         ({"inputs": ["x:float32[4]"]}, "no target"),
-        ({"target": "m:F", "inputs": ["x:float32[4]"], "captures": ["a.pt"]},
-         "either captures or input specs"),
+        (
+            {"target": "m:F", "inputs": ["x:float32[4]"], "captures": ["a.pt"]},
+            "either captures or input specs",
+        ),
         ({"target": "m:F", "inputs": ["x:float32[n]"]}, "no shapes were given"),
-        ({"target": "m:F", "inputs": ["x:float32[4]"], "init_args": [object()]},
-         "object is not a plain value"),
+        (
+            {"target": "m:F", "inputs": ["x:float32[4]"], "init_args": [object()]},
+            "object is not a plain value",
+        ),
         ({"target": "m:F", "inputs": ["x:float32[4]"], "module_dtype": "int8"}, "module dtype 'int8'"),
         ({"target": "m:F", "inputs": ["x:float32[4]"], "name": "../up"}, "problem name '../up'"),
-        ({"target": "m:F", "inputs": ["x:float32[4]"], "captured_values": True},
-         "applies to capture files only"),
+        (
+            {"target": "m:F", "inputs": ["x:float32[4]"], "captured_values": True},
+            "applies to capture files only",
+        ),
         ({"target": "m:F", "inputs": "x"}, "inputs: Input should be a valid list"),
     ]
     for fields, needle in cases:

@@ -19,8 +19,8 @@ import fcntl
 import json
 import os
 import shutil
-import stat
 import signal
+import stat
 import subprocess
 import sys
 import tempfile
