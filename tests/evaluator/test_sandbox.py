@@ -55,3 +55,45 @@ async def test_candidate_process_sees_no_secrets_and_a_private_cwd(evaluator, mo
     result = await evaluator.evaluate(load_problem(str(FIXTURES / "relu_sum.py")), source, device="cpu")
     assert result.status is Status.PASSED, result.message
     assert os.environ["ANTHROPIC_API_KEY"] == "sk-ant-test"
+
+
+def test_an_import_root_is_readable_inside_the_sandbox_and_hidden_folders_in_it_stay_hidden(tmp_path) -> None:
+    import subprocess
+    import sys
+
+    from stark_mcp.evaluator.sandbox.launch import Jail, JailSpec
+    from stark_mcp.evaluator.sandbox.levels import detect
+
+    if detect().level != "sandbox":
+        pytest.skip("needs the sandbox level (bubblewrap)")
+    # Under /tmp (the sandbox's scratch) and behind a 0700 folder (pytest's), as a user's project may be.
+    root = tmp_path / "proj"
+    (root / "pkg").mkdir(parents=True)
+    (root / "pkg" / "mod.py").write_text("X = 41\n")
+    data = root / "home"  # a data directory inside the project: hidden, even though the project is not
+    data.mkdir()
+    (data / "stark.db").write_text("secret")
+    script = (f"import os, sys; sys.path.insert(0, {str(root)!r}); from pkg import mod; "
+              f"print(mod.X + 1, sorted(os.listdir({str(data)!r})))")
+    spec = JailSpec(argv=[sys.executable, "-S", "-c", script], env={"PATH": os.environ.get("PATH", "")},
+                    hidden=[str(data)], visible=[str(root)])
+    read, write = os.pipe()
+    with Jail.start(spec, stdout=write, stderr=subprocess.STDOUT) as jail:
+        os.close(write)
+        with os.fdopen(read) as out:
+            seen = out.read()
+        jail.wait(30)
+    assert seen.strip() == "42 []", seen
+
+
+def test_a_root_the_candidates_uid_cannot_read_is_named(tmp_path) -> None:
+    from stark_mcp.evaluator.sandbox.launch import unreadable_root
+
+    root = tmp_path / "proj"
+    root.mkdir(mode=0o755)
+    # pytest's base folder is 0700: a uid of its own cannot pass it, unless the sandbox rebuilds /tmp.
+    blocked = unreadable_root(str(root), "uid", [])
+    assert blocked is not None and str(root).startswith(blocked) and blocked != str(root)
+    assert unreadable_root(str(root), "sandbox", []) is None
+    root.chmod(0o700)
+    assert unreadable_root(str(root), "sandbox", []) == str(root)
