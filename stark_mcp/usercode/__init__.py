@@ -8,4 +8,8 @@ as ``stark_mcp.capture`` and ``stark_mcp.swap``.
 
 from stark_mcp.usercode.errors import CaptureError, SpecError, SwapError, TargetError, UserCodeError
 
-__all__ = ["CaptureError", "SpecError", "SwapError", "TargetError", "UserCodeError"]
+# Set to "off" where a left-over @stark_mcp.capture must write nothing (problem files, the probe).
+# Read by capture in the user's own program, so it is not one of stark-mcp's settings (config.py).
+CAPTURE_SWITCH = "STARK_CAPTURE"
+
+__all__ = ["CAPTURE_SWITCH", "CaptureError", "SpecError", "SwapError", "TargetError", "UserCodeError"]

@@ -30,11 +30,12 @@ from typing import Any, Self
 import torch
 from torch import nn
 
+from stark_mcp.usercode import CAPTURE_SWITCH
 from stark_mcp.usercode.errors import CaptureError
 from stark_mcp.usercode.specs import check_literal
 
 CAPTURE_FORMAT = "stark-mcp capture 1"
-OFF_ENV = "STARK_CAPTURE"
+OFF_ENV = CAPTURE_SWITCH
 _INIT_ATTR = "_stark_capture_init"
 
 

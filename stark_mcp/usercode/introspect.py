@@ -17,6 +17,7 @@ from typing import Any, Literal
 import anyio
 from pydantic import BaseModel, Field
 
+from stark_mcp.usercode import CAPTURE_SWITCH
 from stark_mcp.usercode.errors import CaptureError, TargetError
 from stark_mcp.usercode.target import TargetRef, parse_target
 
@@ -175,7 +176,7 @@ def _capture(raw: dict[str, Any]) -> CaptureInfo:
 
 async def _run_probe(request: dict[str, Any], timeout: float, cwd: Path | None) -> dict[str, Any]:
     command = [sys.executable, "-P", "-m", "stark_mcp.usercode.probe_child"]
-    env = {**os.environ, "STARK_CAPTURE": "off", "PYTHONDONTWRITEBYTECODE": "1"}
+    env = {**os.environ, CAPTURE_SWITCH: "off", "PYTHONDONTWRITEBYTECODE": "1"}
     try:
         with anyio.fail_after(timeout):
             done = await anyio.run_process(

@@ -16,13 +16,15 @@ import sys
 import traceback
 from typing import Any
 
+from stark_mcp.usercode import CAPTURE_SWITCH
+
 MARKER = "STARK-PROBE "
 MAX_SOURCE_CHARS = 20_000
 
 
 def main() -> None:
     request = json.loads(sys.stdin.readline())
-    os.environ["STARK_CAPTURE"] = "off"
+    os.environ[CAPTURE_SWITCH] = "off"
     sys.path[:0] = [p for p in request["search_paths"] if p not in sys.path]
     try:
         reply = probe(request)
