@@ -69,8 +69,7 @@ def gather(settings: Settings) -> DoctorReport:
     import torch
 
     from stark_mcp import __version__
-    from stark_mcp.evaluator.sandbox.levels import IsolationUnavailable, detect, doctor_lines
-    from stark_mcp.orchestrator.session import sandbox_policy
+    from stark_mcp.orchestrator.session import isolation_report
 
     devices = []
     if torch.cuda.is_available():
@@ -97,12 +96,7 @@ def gather(settings: Settings) -> DoctorReport:
         database=str(settings.database),
         cache=str(settings.cache),
     )
-    try:
-        info = detect(sandbox_policy(settings))
-    except IsolationUnavailable as exc:
-        report.isolation_error = str(exc)
-    else:
-        report.isolation, report.isolation_lines = info.level, doctor_lines(info)
+    report.isolation, report.isolation_lines, report.isolation_error = isolation_report(settings)
     return report
 
 
