@@ -30,7 +30,13 @@ from stark_mcp.orchestrator.export import export_source
 from stark_mcp.orchestrator.limits import Limits
 from stark_mcp.orchestrator.loop import run_search
 from stark_mcp.orchestrator.progress import ProgressState
-from stark_mcp.orchestrator.report import render_exchanges, render_leaderboard, render_node, render_tree
+from stark_mcp.orchestrator.report import (
+    render_exchanges,
+    render_leaderboard,
+    render_node,
+    render_profiles,
+    render_tree,
+)
 from stark_mcp.orchestrator.service import RunService
 from stark_mcp.orchestrator.strategies import DEFAULT_STRATEGY, get_strategy
 from stark_mcp.orchestrator.summary import summarize_run
@@ -193,10 +199,12 @@ def register(app: typer.Typer) -> None:
         exchanges: bool = typer.Option(False, "--exchanges", help="print the stored prompts and replies"),
         full: bool = typer.Option(
             False, "--full", help="with --exchanges: include the system message and prefix"),
+        profile: bool = typer.Option(
+            False, "--profile", help="print the kernel profiles (all nodes, or --node's)"),
     ) -> None:
         """Print a run's tree (node, action, verdict, runtime, speedup, adherence) and leaderboard."""
         try:
-            typer.echo(asyncio.run(_show(run_id, node, exchanges, full)))
+            typer.echo(asyncio.run(_show(run_id, node, exchanges, full, profile)))
         except StarkError as exc:
             raise _fail(str(exc)) from None
 
@@ -273,12 +281,15 @@ async def _run(
     return summary, kernel, out / "summary.json"
 
 
-async def _show(run_id: str, node_id: str | None, exchanges: bool, full: bool) -> str:
+async def _show(run_id: str, node_id: str | None, exchanges: bool, full: bool, profile: bool = False) -> str:
     settings = Settings.from_env()
     async with await Store.open(settings.database) as store:
         run = await store.get_run(run_id)
         if exchanges:
             return render_exchanges(await store.exchanges(run_id, node_id), full=full)
+        if profile:
+            nodes = [await store.get_node(run_id, node_id)] if node_id else await store.nodes(run_id)
+            return render_profiles(nodes)
         if node_id is not None:
             return render_node(await store.get_node(run_id, node_id))
         nodes = await store.nodes(run_id)

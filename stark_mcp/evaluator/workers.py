@@ -27,6 +27,9 @@ WORKER_MODULE = "stark_mcp.evaluator.trusted.worker"
 _HEADER = struct.Struct(">I")
 MAX_FRAME = 64 << 20
 START_TIMEOUT_S = 180.0
+# The worker's own settings from the environment: the sandbox, and where the outside tools are.
+PASSED_ON = ("STARK_ISOLATION", "STARK_BWRAP", "STARK_SANDBOX_UID_BASE", "STARK_NCU",
+             "STARK_COMPUTE_SANITIZER")
 
 
 class WorkerCrashed(EvaluatorError):
@@ -51,8 +54,7 @@ class WorkerClient:
         out_r, out_w = os.pipe()
         self._workdir = tempfile.mkdtemp(prefix="stark-worker-")
         os.chmod(self._workdir, 0o711)
-        env = scrub_env(os.environ, {k: os.environ[k] for k in ("STARK_ISOLATION", "STARK_BWRAP",
-                                                               "STARK_SANDBOX_UID_BASE") if k in os.environ})
+        env = scrub_env(os.environ, {k: os.environ[k] for k in PASSED_ON if k in os.environ})
         if self.gpu_index is not None:
             env.update(CUDA_VISIBLE_DEVICES=str(self.gpu_index), CUDA_DEVICE_ORDER="PCI_BUS_ID",
                        STARK_GPU_INDEX=str(self.gpu_index))

@@ -27,7 +27,7 @@ from stark_mcp.orchestrator.inputs import (
 )
 from stark_mcp.problems import Problem
 from stark_mcp.problems.record import source_hash
-from stark_mcp.records import Action, Evaluation, Node, Status, TimingStats, Usage
+from stark_mcp.records import Action, Evaluation, Node, ProfileReport, Status, TimingStats, Usage
 from stark_mcp.store import RunRecord, Store
 from stark_mcp.store.records import StoredEvaluation
 from stark_mcp.tree import PolicyConfig, Selection, Tree, context_window, leaderboard, select, step_rng
@@ -87,12 +87,19 @@ class RunService:
         )
         if "eager" not in baselines:
             raise RunError(f"the eager baseline of {loaded.name} could not be timed")
+        root_evaluation = _root_evaluation(loaded, resolved_device, baselines)
+        if resolved_device == "cuda" and settings.profile:
+            # The first plans improve the reference: they see where its time goes.
+            if progress:
+                await progress(0, None, f"profiling the reference of {loaded.name}")
+            profile = await self.evaluator.profile(loaded, None, device=resolved_device, settings=settings)
+            root_evaluation = root_evaluation.model_copy(update={"profile": profile})
         run = await self.store.create_run(
             problem=loaded, device=resolved_device, strategy=strategy,
             policy=policy_config.model_dump(mode="json"), budget=budget,
             seed=seed if seed is not None else secrets.randbelow(2**31), name=name,
             config={**(config or {}), "eval_settings": settings.model_dump(mode="json")},
-            baselines=baselines, root_evaluation=_root_evaluation(loaded, resolved_device, baselines),
+            baselines=baselines, root_evaluation=root_evaluation,
         )
         return run, await self.store.get_node(run.id, "n0")
 
@@ -192,6 +199,22 @@ class RunService:
         if exchange_ids:
             await self.store.attach_exchanges(run_id, list(exchange_ids), node.id)
         return node
+
+    async def profile_node(self, run_id: str, node_id: str, *,
+                           progress: Progress | None = None) -> ProfileReport:
+        """Profile a node's source now (the root: the reference) and keep the profile with its
+        evaluation. A failed profile never replaces one that has kernels."""
+        run = await self.store.get_run(run_id)
+        node = await self.store.get_node(run_id, node_id)
+        if node.evaluation is None:
+            raise InvalidInput(f"node {node_id} of run {run_id} has not been evaluated: nothing to profile")
+        source = None if node.action is Action.ROOT else node.source
+        report = await self.evaluator.profile(run.problem, source, device=run.device,
+                                              settings=_run_settings(run), progress=progress)
+        kept = node.evaluation.profile
+        if report.source != "none" or kept is None or not kept.kernels:
+            await self.store.set_profile(run_id, node_id, report)
+        return report
 
     async def leaderboard(self, run_id: str, k: int = 5) -> list[LeaderboardEntry]:
         if k < 1:

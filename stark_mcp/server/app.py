@@ -17,6 +17,7 @@ from stark_mcp.evaluator import EvalSettings, Evaluator
 from stark_mcp.llm import backend_from_settings
 from stark_mcp.orchestrator.service import RunService
 from stark_mcp.server.instructions import INSTRUCTIONS
+from stark_mcp.server.profile_tools import register_profile_tools
 from stark_mcp.server.prompts import register_prompts
 from stark_mcp.server.resources import register_resources
 from stark_mcp.server.state import AppState, BackendFactory, SharedState
@@ -63,6 +64,7 @@ def build_server(
         log_level="WARNING",
     )
     register_tools(server)
+    register_profile_tools(server)
     register_prompts(server)
     register_resources(server, shared)
     return server

@@ -11,7 +11,7 @@ import math
 from pydantic import BaseModel, Field
 
 from stark_mcp.orchestrator.service import LeaderboardEntry
-from stark_mcp.records import Evaluation, Node, TimingStats
+from stark_mcp.records import Evaluation, Node, ProfileReport, TimingStats
 from stark_mcp.store import RunRecord, RunStats
 from stark_mcp.store.records import StoredEvaluation
 
@@ -153,6 +153,9 @@ class NodeDetail(BaseModel):
     source: str
     adherence: float | None
     evaluation: EvaluationResult | None
+    profile: ProfileReport | None = Field(
+        None, description="where the node's forward spends device time, per kernel (GPU; see profile_kernel)"
+    )
 
 
 class ExportedKernel(BaseModel):

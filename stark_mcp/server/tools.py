@@ -234,7 +234,8 @@ def register_tools(server: MCPServer[Any]) -> None:
     @server.tool(title="Get a node", annotations=READ_ONLY)
     async def get_node(run_id: RunId, node_id: NodeId, ctx: Context) -> NodeDetail:
         """One attempt in full: parent, children, the action that made it, its plan, source and the
-        server's evaluation of it (status, reason, message, runtime, speedups, logs)."""
+        server's evaluation of it (status, reason, message, runtime, speedups, logs), and its
+        per-kernel profile when it has one."""
         service = app_state(ctx).service
         with tool_errors():
             tree = await service.tree(run_id)
@@ -244,6 +245,7 @@ def register_tools(server: MCPServer[Any]) -> None:
             run_id=run_id, node_id=node.id, parent_id=node.parent_id, action=node.action.value,
             children=children, plan=node.plan, source=node.source, adherence=node.adherence,
             evaluation=EvaluationResult.of(node.evaluation) if node.evaluation else None,
+            profile=node.evaluation.profile if node.evaluation else None,
         )
 
     @server.tool(title="Export a kernel", annotations=READ_ONLY)

@@ -22,7 +22,7 @@ from pydantic import ValidationError
 
 from stark_mcp.config import Settings
 from stark_mcp.problems import Problem
-from stark_mcp.records import Action, Evaluation, Node, Status, TimingStats, Usage
+from stark_mcp.records import Action, Evaluation, Node, ProfileReport, Status, TimingStats, Usage
 from stark_mcp.store import codec, ids
 from stark_mcp.store.connection import connect, write_transaction
 from stark_mcp.store.errors import NotFound, StoreError
@@ -231,6 +231,24 @@ class Store:
             )
             await self._insert("nodes", codec.node_columns(node))
         return node
+
+    async def set_profile(self, run_id: str, node_id: str, profile: ProfileReport) -> Node:
+        """Attach a profile to a node's evaluation. Only the profile changes: the verdict, the times
+        and the score columns are left as they are."""
+        async with write_transaction(self._conn, self._lock):
+            row = await self._one("SELECT * FROM nodes WHERE run_id = ? AND id = ?", (run_id, node_id))
+            if row is None:
+                await self._require_run(run_id)
+                raise NotFound(f"no node {node_id!r} in run {run_id!r}")
+            node = codec.node_from_row(row)
+            if node.evaluation is None:
+                raise StoreError(f"node {node_id!r} of run {run_id!r} has no evaluation to hold a profile")
+            evaluation = node.evaluation.model_copy(update={"profile": profile})
+            await self._conn.execute(
+                "UPDATE nodes SET evaluation_json = ? WHERE run_id = ? AND id = ?",
+                (evaluation.model_dump_json(), run_id, node_id),
+            )
+        return node.model_copy(update={"evaluation": evaluation})
 
     async def get_node(self, run_id: str, node_id: str) -> Node:
         async with self._lock:

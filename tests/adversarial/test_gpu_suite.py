@@ -16,7 +16,8 @@ from tests.adversarial import cases
 
 GPU_CASES = cases.load(cases.HERE / "gpu")
 SETTINGS = EvalSettings(baselines=("eager",), trials=3, max_time_s=1.0, correctness_timeout_s=60.0,
-                        timing_timeout_s=120.0, load_timeout_s=60.0, build_timeout_s=300.0)
+                        timing_timeout_s=120.0, load_timeout_s=60.0, build_timeout_s=300.0, profile=False,
+                        sanitize=False)
 pytestmark = [pytest.mark.gpu, pytest.mark.anyio,
               pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")]
 

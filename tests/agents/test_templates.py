@@ -9,7 +9,7 @@ from stark_mcp.agents.templates import PROMPTS_ENV, builtin_prompts_dir, placeho
 
 SHIPPED = [
     "system.md", "device_cuda.md", "device_cpu.md", "prefix.md", "body.md", "entry.md", "root.md",
-    "scaffold.md", "focus.md", "retry.md", "plan.md", "code.md", "debug.md", "generalist.md",
+    "scaffold.md", "profile.md", "focus.md", "retry.md", "plan.md", "code.md", "debug.md", "generalist.md",
     "example_reference.py", "example_kernel_cuda.py", "example_kernel_cpu.py", "README.md",
 ]
 

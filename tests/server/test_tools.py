@@ -48,7 +48,7 @@ async def test_listing_names_annotations_and_schemas(served: Served, mode: str) 
         tools = {t.name: t for t in (await client.list_tools()).tools}
         assert set(tools) == {
             "create_run", "select_node", "build_context", "evaluate_kernel", "add_child", "leaderboard",
-            "list_runs", "get_node", "export_kernel", "optimize",
+            "list_runs", "get_node", "export_kernel", "optimize", "profile_kernel",
         }
         for name in ("select_node", "build_context", "leaderboard", "list_runs", "get_node", "export_kernel"):
             assert tools[name].annotations.read_only_hint is True, name
@@ -303,3 +303,20 @@ async def test_export_without_a_correct_node(served: Served, mode: str) -> None:
         ok(await client.call_tool("add_child", {"run_id": run_id, "parent_id": "n0", "source": source("cand_crash")}))
         assert "no correct node" in error_text(await client.call_tool("export_kernel", {"run_id": run_id}))
         assert ok(await client.call_tool("leaderboard", {"run_id": run_id}))["entries"] == []
+
+
+async def test_profile_kernel_on_the_cpu_reports_why_and_is_kept(served: Served) -> None:
+    """On the CPU (no GPU in CI) the tool answers with a report saying profiling needs a GPU; the
+    report is kept with the node, so get_node shows it. GPU profiles: tools/gpu_profiler.py."""
+    async with Client(served.server) as client:
+        before = ok(await client.call_tool("get_node", {"run_id": served.run_id, "node_id": "n0"}))
+        assert before["profile"] is None
+        answer = ok(await client.call_tool("profile_kernel", {"run_id": served.run_id, "node_id": "n0"}))
+        assert answer["source"] == "none" and "needs a GPU" in answer["summary"]
+        assert answer["table"] == "" and answer["profile"]["kernels"] == []
+        after = ok(await client.call_tool("get_node", {"run_id": served.run_id, "node_id": "n0"}))
+        assert after["profile"]["reason"] == answer["profile"]["reason"]
+        assert after["evaluation"] == before["evaluation"]  # the verdict and times are untouched
+        missing = error_text(await client.call_tool("profile_kernel",
+                                                    {"run_id": served.run_id, "node_id": "n404"}))
+        assert "n404" in missing

@@ -135,3 +135,23 @@ async def test_cancelled_writes_leave_the_store_usable(store: Store, root_run: R
     assert [n.seq for n in nodes] == list(range(len(nodes)))
     assert nodes[-1] == after
     assert len(nodes) - 2 >= finished  # cancelled ones may still have committed
+
+
+async def test_a_profile_is_attached_without_touching_the_verdict(store: Store, root_run: RunRecord) -> None:
+    from stark_mcp.records import KernelProfile, ProfileReport
+
+    made = await store.add_node(root_run.id, parent_id="n0", action=Action.PLAN, source="s",
+                                evaluation=passed(0.5))
+    kernel = KernelProfile(name="void k(float*)", short_name="k", time_us=80.0, share=1.0,
+                           dram_throughput_pct=91.0)
+    report = ProfileReport(source="ncu", device_name="GPU", seconds=9.5, total_time_us=80.0, kernels=[kernel])
+    updated = await store.set_profile(root_run.id, made.id, report)
+    loaded = await store.get_node(root_run.id, made.id)
+    assert loaded == updated and loaded.evaluation is not None and loaded.evaluation.profile == report
+    assert loaded.evaluation.model_copy(update={"profile": None}) == passed(0.5)
+    assert [n.id for n in await store.nodes(root_run.id) if n.score == 0.5] == [made.id]  # score column kept
+    with pytest.raises(NotFound):
+        await store.set_profile(root_run.id, "n99", report)
+    bare = await store.add_node(root_run.id, parent_id="n0", action=Action.PLAN, source="t")
+    with pytest.raises(StoreError, match="no evaluation"):
+        await store.set_profile(root_run.id, bare.id, report)
