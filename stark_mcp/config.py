@@ -1,4 +1,8 @@
-"""One settings model for the whole package, read from ``STARK_*`` variables.
+"""One settings model for the whole package, read once from the ``STARK_*`` variables.
+
+``Settings.from_env()`` is called once, where a process starts (the CLI's root command, or
+``build_server`` when nobody passed settings), and the result is passed down: no other module
+reads a ``STARK_*`` variable. ``VARIABLES`` is the one list of them; the README documents it.
 
 Data lives under ``STARK_HOME`` (default: ``$XDG_DATA_HOME/stark-mcp`` or
 ``~/.local/share/stark-mcp``): the SQLite database, the build cache and the
@@ -8,9 +12,43 @@ baseline cache. Tests point ``STARK_HOME`` at a temporary directory.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Literal, get_args
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
+
+from stark_mcp.errors import StarkError
+
+Device = Literal["auto", "cpu", "cuda"]
+DEVICES: tuple[str, ...] = get_args(Device)
+Isolation = Literal["auto", "sandbox", "uid", "process"]
+LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
+MODEL_ROLES = ("plan", "code", "debug", "generalist")
+
+# field -> variable; STARK_MODEL_<ROLE> fills ``role_models`` and is read separately.
+VARIABLES: dict[str, str] = {
+    "home": "STARK_HOME",
+    "db_path": "STARK_DB_PATH",
+    "cache_dir": "STARK_CACHE_DIR",
+    "device": "STARK_DEVICE",
+    "log_level": "STARK_LOG_LEVEL",
+    "llm": "STARK_LLM",
+    "model": "STARK_MODEL",
+    "prices": "STARK_PRICES",
+    "prompts_dir": "STARK_PROMPTS_DIR",
+    "mcp_token": "STARK_MCP_TOKEN",
+    "isolation": "STARK_ISOLATION",
+    "bwrap": "STARK_BWRAP",
+    "sandbox_uid_base": "STARK_SANDBOX_UID_BASE",
+    "ncu": "STARK_NCU",
+    "compute_sanitizer": "STARK_COMPUTE_SANITIZER",
+}
+ROLE_MODEL_PREFIX = "STARK_MODEL_"
+
+
+class ConfigError(StarkError):
+    """A ``STARK_*`` variable holds a value stark-mcp cannot use; the message names it."""
 
 
 def _default_home() -> Path:
@@ -20,28 +58,59 @@ def _default_home() -> Path:
 
 
 class Settings(BaseModel):
-    home: Path = Field(default_factory=_default_home)
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    home: Path = Field(default_factory=_default_home, description="data directory")
     db_path: Path | None = Field(None, description="SQLite file; default <home>/stark.db")
     cache_dir: Path | None = Field(None, description="build and baseline caches; default <home>/cache")
-    device: str = "auto"
-    log_level: str = "WARNING"
+    device: Device = Field("auto", description="device for new runs and evaluations unless one is given")
+    log_level: LogLevel = Field("WARNING", description="logging level of the CLI and the server (stderr)")
+    llm: str = Field("anthropic", description="LLM backend: anthropic or scripted:<file>")
+    model: str | None = Field(None, description="model for every role (default llm.DEFAULT_MODEL)")
+    role_models: dict[str, str] = Field(default_factory=dict, description="model for one role")
+    prices: Path | None = Field(None, description="JSON price file overriding the built-in prices")
+    prompts_dir: Path | None = Field(None, description="folder of prompt templates overriding ours")
+    mcp_token: SecretStr | None = Field(None, description="bearer token the HTTP server demands")
+    isolation: Isolation = Field(
+        "auto", description="wall around candidates: auto (the strongest possible), sandbox, uid or process"
+    )
+    bwrap: Path | None = Field(None, description="bubblewrap binary for the sandbox level (default: on PATH)")
+    sandbox_uid_base: int = Field(
+        61000, ge=1000, le=2**31 - 1024, description="first of 512 uids candidates run as (as root)"
+    )
+    ncu: str | None = Field(
+        None, description="Nsight Compute for profiles: a path, or off (default: on PATH or in CUDA_HOME)"
+    )
+    compute_sanitizer: str | None = Field(
+        None, description="compute-sanitizer for memory errors: a path, or off (default: as ncu)"
+    )
 
     @classmethod
-    def from_env(cls, environ: dict[str, str] | None = None) -> Settings:
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
+        """Settings from ``environ`` (default ``os.environ``); an empty variable counts as unset."""
         env = os.environ if environ is None else environ
-        values: dict[str, object] = {}
-        for name in cls.model_fields:
-            key = f"STARK_{name.upper()}"
-            if key in env and env[key] != "":
-                values[name] = env[key]
-        if "db_path" not in values and env.get("STARK_DB"):
-            values["db_path"] = env["STARK_DB"]
-        return cls.model_validate(values)
+        values: dict[str, object] = {
+            name: env[variable] for name, variable in VARIABLES.items() if env.get(variable, "").strip()
+        }
+        if "log_level" in values:
+            values["log_level"] = str(values["log_level"]).strip().upper()
+        for lowered in ("device", "isolation"):
+            if lowered in values:
+                values[lowered] = str(values[lowered]).strip().lower()
+        roles = {role: env.get(ROLE_MODEL_PREFIX + role.upper(), "").strip() for role in MODEL_ROLES}
+        values["role_models"] = {role: model for role, model in roles.items() if model}
+        try:
+            return cls.model_validate(values)
+        except ValidationError as exc:
+            error = exc.errors()[0]
+            field = str(error["loc"][0]) if error["loc"] else ""
+            variable = VARIABLES.get(field, "a STARK_* variable")
+            raise ConfigError(f"{variable}={values.get(field)!r} is not usable: {error['msg']}") from None
 
     @property
     def database(self) -> Path:
-        return self.db_path or self.home / "stark.db"
+        return (self.db_path or self.home / "stark.db").expanduser()
 
     @property
     def cache(self) -> Path:
-        return self.cache_dir or self.home / "cache"
+        return (self.cache_dir or self.home / "cache").expanduser()

@@ -1,4 +1,4 @@
-"""Typed records shared by every layer: the evaluator's verdicts and LLM usage.
+"""Typed records shared by every layer: verdicts, LLM usage, runs, nodes and what the store keeps.
 
 Pure data, no IO. The tree, store, server and orchestrator all speak these, so
 they live below every package that uses them.
@@ -8,8 +8,11 @@ from __future__ import annotations
 
 import math
 from enum import StrEnum
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
+
+from stark_mcp.problems import Problem
 
 
 class Status(StrEnum):
@@ -83,7 +86,9 @@ class TrustReport(BaseModel):
     reported_ms: float | None = Field(None, description="median the candidate's process reported")
     external_ms: float | None = Field(None, description="median bound from the trusted clock")
     overhead_ms: float | None = Field(None, description="protocol cost per call, calibrated on the baseline")
-    baseline_side_by_side: bool = Field(False, description="the eager baseline was re-timed in the same window")
+    baseline_side_by_side: bool = Field(
+        False, description="the eager baseline was re-timed in the same window"
+    )
     own_kernel_share: float | None = None
     defences: list[str] = Field(default_factory=list, description="the defences that ran")
     findings: list[str] = Field(default_factory=list, description="what they saw, one line each")
@@ -158,6 +163,11 @@ class ProfileReport(BaseModel):
     truncated: bool = Field(False, description="the forward launched more kernels than were profiled")
     seconds: float = Field(0.0, description="wall time the profile cost")
     notes: list[str] = Field(default_factory=list)
+
+    def supersedes(self, kept: ProfileReport | None) -> bool:
+        """Shown instead of ``kept``, the profile there before it: unless this one has no kernels
+        and ``kept`` has some (a failed profile never hides a good one)."""
+        return kept is None or bool(self.kernels) or not kept.kernels
 
 
 class Evaluation(BaseModel):
@@ -263,3 +273,49 @@ class Node(BaseModel):
     def has_bug(self) -> bool:
         """Failed build, load, run or check: selection expands it with debug."""
         return self.evaluation is not None and self.evaluation.status.is_bug
+
+
+RunStatus = Literal["created", "running", "finished", "interrupted", "failed"]
+
+
+class RunRecord(BaseModel):
+    """One optimization of one problem on one device, with everything needed to resume it."""
+
+    id: str = Field(description='short, typeable, unique, e.g. "r-7kq2mz"')
+    name: str
+    problem: Problem
+    device: str = Field(description='"cpu" | "cuda" | "auto" as requested')
+    strategy: str = "stark"
+    policy: dict[str, Any] = Field(description="the tree PolicyConfig as a dict")
+    budget: int = Field(description="attempts allowed, the root not counted")
+    seed: int
+    config: dict[str, Any] = Field(default_factory=dict)
+    baselines: dict[str, TimingStats] = Field(default_factory=dict)
+    status: RunStatus = "created"
+    created_at: float
+    updated_at: float
+
+
+class ExchangeRecord(BaseModel):
+    """One LLM call as sent and as answered, kept for audit and for ``stark-mcp show``."""
+
+    id: int
+    run_id: str
+    node_id: str | None = None
+    role: str
+    model: str
+    request: dict[str, Any]
+    reply: str
+    usage: Usage = Field(default_factory=Usage)
+    error: str | None = None
+    created_at: float
+
+
+class StoredEvaluation(BaseModel):
+    """An evaluation made outside the tree (MCP ``evaluate_kernel``) that a node may later reuse."""
+
+    id: str = Field(description='short, typeable, unique, e.g. "e-4w9c1dpx"')
+    run_id: str
+    source_hash: str
+    evaluation: Evaluation
+    created_at: float

@@ -37,6 +37,7 @@ def test_readme_main_command_runs_the_offline_search(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr[-3000:]
     summary = json.loads((out / "summary.json").read_text())
     assert summary["attempts"] == 2 and summary["best_node_id"] == "n2"
+    assert summary["usage"]["calls"] > 0 and summary["usage"]["cost_usd"] == 0  # scripted: no model was paid
     # The scripted story: the planned kernel fails to build, the debug fix passes.
     show = subprocess.run([sys.executable, "-m", "stark_mcp", "show", summary["run_id"]], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=120)

@@ -35,10 +35,35 @@ SPREAD_TARGET, SPREAD_MIN_MS = 0.03, 0.100
 REEVAL_TARGET_S, FIXED_TARGET_S = 5.0, 2.0
 JAIL_START_TARGET_MS = 50.0
 LEVELS_TARGET = 0.02
+LARGE_TARGET_S = 60.0
+# A softmax over 4096 x 393216 fp32 values (6.4 GB in, 6.4 GB out), the size of KernelBench's largest
+# level-1 input: fresh inputs every call, no float64 twin (it would not fit), chunked comparisons.
+LARGE_PROBLEM = """
+import torch
+import torch.nn as nn
+
+class Model(nn.Module):
+    def forward(self, x):
+        return torch.softmax(x, dim=1)
+
+def get_inputs():
+    return [torch.randn(4096, 393216)]
+
+def get_init_inputs():
+    return []
+"""
+LARGE_CANDIDATE = """
+import torch
+import torch.nn as nn
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return torch.nn.functional.softmax(x, dim=-1)
+"""
 # relu(x + y) over n fp32 elements moves 12 bytes each: about 85 us, 0.34 ms and 1.3 ms at 3 TB/s.
 SIZES = {"small": 2 << 20, "medium": 8 << 20, "large": 32 << 20}
 
-PROBLEM = '''
+PROBLEM = """
 import torch
 import torch.nn as nn
 
@@ -51,15 +76,44 @@ def get_inputs():
 
 def get_init_inputs():
     return []
-'''
-CANDIDATE = '''
+"""
+CANDIDATE = """
 import torch
 import torch.nn as nn
 
 class ModelNew(nn.Module):
     def forward(self, x, y):
         return torch.add(x, y).relu_()
-'''
+"""
+
+
+Row = tuple[str, str, str, bool | None]
+
+
+def spread(values: list[float]) -> float:
+    """(max - min) / median: how far apart repeated measurements of one thing land."""
+    return (max(values) - min(values)) / statistics.median(values)
+
+
+def agreement_row(label: str, ours_ms: float, theirs_ms: float) -> Row:
+    """Ours against do_bench; the 2% target applies only to ops of 50 us or more (below that the
+    launch floor dominates both clocks), and smaller ones are reported without a verdict."""
+    ratio = ours_ms / theirs_ms
+    if theirs_ms < AGREEMENT_MIN_MS:
+        return (label, f"{ours_ms:.4f} / {theirs_ms:.4f} ms = {ratio:.3f}", "(under 50 us: reported)", None)
+    return (
+        label,
+        f"{ours_ms:.4f} / {theirs_ms:.4f} ms = {ratio:.3f}",
+        f"within {AGREEMENT_TARGET:.0%}",
+        abs(ratio - 1) <= AGREEMENT_TARGET,
+    )
+
+
+def markdown_table(rows: list[Row]) -> str:
+    lines = ["| measurement | value | target | |", "|---|---|---|---|"]
+    for name, value, target, ok in rows:
+        lines.append(f"| {name} | {value} | {target} | {'PASS' if ok else 'FAIL' if ok is False else ''} |")
+    return "\n".join(lines)
 
 
 def log(message: str) -> None:
@@ -82,7 +136,7 @@ async def evaluate(ev: Any, n: int, settings: Any) -> Any:
     return await ev.evaluate(problem, CANDIDATE, device="cuda", settings=settings, use_cache=False)
 
 
-async def run(results: dict[str, Any], rows: list[tuple[str, str, str, bool | None]]) -> None:
+async def run(results: dict[str, Any], rows: list[Row]) -> None:
     from stark_mcp.evaluator import EvalSettings, Evaluator
 
     # No profile step: it runs after the verdict, and the re-evaluation targets are about the verdict.
@@ -95,17 +149,20 @@ async def run(results: dict[str, Any], rows: list[tuple[str, str, str, bool | No
             wall = time.monotonic() - t0
             ours, base = e.runtime.median_ms, e.baselines["eager"].median_ms
             theirs, theirs_ref = do_bench_ms(n, True), do_bench_ms(n, False)
-            results[f"agreement_{label}"] = {"ours_ms": ours, "do_bench_ms": theirs, "eager_ms": base,
-                                            "do_bench_eager_ms": theirs_ref, "wall_s": wall,
-                                            "trust": e.trust.model_dump() if e.trust else None}
+            results[f"agreement_{label}"] = {
+                "ours_ms": ours,
+                "do_bench_ms": theirs,
+                "eager_ms": base,
+                "do_bench_eager_ms": theirs_ref,
+                "wall_s": wall,
+                "trust": e.trust.model_dump() if e.trust else None,
+            }
             for what, a, b in (("candidate", ours, theirs), ("eager", base, theirs_ref)):
-                ratio = a / b
-                gated = b >= AGREEMENT_MIN_MS
-                rows.append((f"{label} {what}: ours / do_bench", f"{a:.4f} / {b:.4f} ms = {ratio:.3f}",
-                             f"within {AGREEMENT_TARGET:.0%}" if gated else "(under 50 us: reported)",
-                             abs(ratio - 1) <= AGREEMENT_TARGET if gated else None))
-            log(f"{label}: ours {ours:.4f} do_bench {theirs:.4f}; eager {base:.4f} vs {theirs_ref:.4f}; "
-                f"overhead {e.trust.overhead_ms if e.trust else None} ms; wall {wall:.1f} s")
+                rows.append(agreement_row(f"{label} {what}: ours / do_bench", a, b))
+            log(
+                f"{label}: ours {ours:.4f} do_bench {theirs:.4f}; eager {base:.4f} vs {theirs_ref:.4f}; "
+                f"overhead {e.trust.overhead_ms if e.trust else None} ms; wall {wall:.1f} s"
+            )
         medians, walls, fixed = [], [], []
         for _ in range(5):
             t0 = time.monotonic()
@@ -114,36 +171,99 @@ async def run(results: dict[str, Any], rows: list[tuple[str, str, str, bool | No
             medians.append(e.runtime.median_ms)
             work = e.phase_seconds.get("correctness", 0) + e.phase_seconds.get("timing", 0)
             fixed.append(walls[-1] - work)
-        spread = (max(medians) - min(medians)) / statistics.median(medians)
-        results["spread"] = {"medians_ms": medians, "spread": spread}
-        rows.append(("spread of 5 medians (medium)", f"{spread:.2%}", f"<= {SPREAD_TARGET:.0%}",
-                     spread <= SPREAD_TARGET))
+        apart = spread(medians)
+        results["spread"] = {"medians_ms": medians, "spread": apart}
+        rows.append(
+            (
+                "spread of 5 medians (medium)",
+                f"{apart:.2%}",
+                f"<= {SPREAD_TARGET:.0%}",
+                apart <= SPREAD_TARGET,
+            )
+        )
         results["reeval"] = {"walls_s": walls, "fixed_s": fixed}
-        rows.append(("re-evaluation wall (median of 5)", f"{statistics.median(walls):.2f} s",
-                     f"< {REEVAL_TARGET_S:g} s", statistics.median(walls) < REEVAL_TARGET_S))
-        rows.append(("  fixed cost beyond its own trials + timing", f"{statistics.median(fixed):.2f} s",
-                     f"<= {FIXED_TARGET_S:g} s", statistics.median(fixed) <= FIXED_TARGET_S))
-        log(f"spread {spread:.2%}; re-evaluation walls {[round(w, 2) for w in walls]}, fixed "
-            f"{[round(f, 2) for f in fixed]}")
+        rows.append(
+            (
+                "re-evaluation wall (median of 5)",
+                f"{statistics.median(walls):.2f} s",
+                f"< {REEVAL_TARGET_S:g} s",
+                statistics.median(walls) < REEVAL_TARGET_S,
+            )
+        )
+        rows.append(
+            (
+                "  fixed cost beyond its own trials + timing",
+                f"{statistics.median(fixed):.2f} s",
+                f"<= {FIXED_TARGET_S:g} s",
+                statistics.median(fixed) <= FIXED_TARGET_S,
+            )
+        )
+        log(
+            f"spread {apart:.2%}; re-evaluation walls {[round(w, 2) for w in walls]}, fixed "
+            f"{[round(f, 2) for f in fixed]}"
+        )
+        from stark_mcp.problems import problem_from_source
+
+        t0 = time.monotonic()
+        e = await ev.evaluate(
+            problem_from_source(LARGE_PROBLEM, name="softmax_4096x393216"),
+            LARGE_CANDIDATE,
+            device="cuda",
+            settings=settings,
+            use_cache=False,
+        )
+        wall = time.monotonic() - t0
+        results["large"] = {
+            "wall_s": wall,
+            "status": e.status.value,
+            "flags": e.flags,
+            "median_ms": e.runtime.median_ms if e.runtime else None,
+            "phases": e.phase_seconds,
+        }
+        rows.append(
+            (
+                "6.4 GB softmax: evaluation wall",
+                f"{wall:.1f} s ({e.status.value}, "
+                f"{e.runtime.median_ms if e.runtime else float('nan'):.2f} ms)",
+                f"< {LARGE_TARGET_S:g} s",
+                wall < LARGE_TARGET_S and e.passed,
+            )
+        )
+        log(
+            f"large: {e.status.value} {e.message[:200]} wall {wall:.1f}s phases {e.phase_seconds} "
+            f"flags {e.flags}"
+        )
     jail_ms = jail_startup_ms()
     results["jail_start_ms"] = jail_ms
-    rows.append(("jail start-up (median of 20)", f"{statistics.median(jail_ms):.1f} ms",
-                 f"< {JAIL_START_TARGET_MS:g} ms", statistics.median(jail_ms) < JAIL_START_TARGET_MS))
+    rows.append(
+        (
+            "jail start-up (median of 20)",
+            f"{statistics.median(jail_ms):.1f} ms",
+            f"< {JAIL_START_TARGET_MS:g} ms",
+            statistics.median(jail_ms) < JAIL_START_TARGET_MS,
+        )
+    )
+    from stark_mcp.evaluator.sandbox.levels import SandboxPolicy
+
     by_level = {}
     for level in ("sandbox", "process"):
-        os.environ["STARK_ISOLATION"] = level
-        from stark_mcp.evaluator.sandbox import levels
-
-        levels.detect(refresh=True)
-        async with Evaluator(Path(tempfile.mkdtemp(prefix=f"stark-bench-{level}-")), settings) as ev:
+        policy = SandboxPolicy(level)
+        async with Evaluator(
+            Path(tempfile.mkdtemp(prefix=f"stark-bench-{level}-")), settings, policy=policy
+        ) as ev:
             runs = [await evaluate(ev, SIZES["medium"], settings) for _ in range(3)]
         by_level[level] = statistics.median(r.runtime.median_ms for r in runs)
         log(f"level {level}: {[r.runtime.median_ms for r in runs]}")
-    os.environ.pop("STARK_ISOLATION", None)
     ratio = by_level["sandbox"] / by_level["process"]
     results["levels"] = by_level
-    rows.append(("sandbox / process timing (medium)", f"{ratio:.3f}", f"within {LEVELS_TARGET:.0%}",
-                 abs(ratio - 1) <= LEVELS_TARGET))
+    rows.append(
+        (
+            "sandbox / process timing (medium)",
+            f"{ratio:.3f}",
+            f"within {LEVELS_TARGET:.0%}",
+            abs(ratio - 1) <= LEVELS_TARGET,
+        )
+    )
 
 
 def jail_startup_ms(count: int = 20) -> list[float]:
@@ -161,24 +281,24 @@ def jail_startup_ms(count: int = 20) -> list[float]:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--json", type=Path)
     parser.add_argument("--markdown", type=Path, help="also write the table to this file")
     parser.add_argument("--dry-run", action="store_true", help="no GPU: jail start-up only")
     args = parser.parse_args()
     results: dict[str, Any] = {}
-    rows: list[tuple[str, str, str, bool | None]] = []
+    rows: list[Row] = []
     if args.dry_run:
         ms = jail_startup_ms(5)
         rows.append(("jail start-up (median of 5)", f"{statistics.median(ms):.1f} ms", "< 50 ms", None))
     else:
         asyncio.run(run(results, rows))
-    table = ["| measurement | value | target | |", "|---|---|---|---|"]
-    for name, value, target, ok in rows:
-        table.append(f"| {name} | {value} | {target} | {'PASS' if ok else 'FAIL' if ok is False else ''} |")
-    print("\n" + "\n".join(table))
+    table = markdown_table(rows)
+    print("\n" + table)
     if args.markdown:
-        args.markdown.write_text("\n".join(table) + "\n")
+        args.markdown.write_text(table + "\n")
     if args.json:
         args.json.write_text(json.dumps({"results": results, "rows": rows}, indent=1, default=str))
     return 0 if all(ok is not False for *_, ok in rows) else 1

@@ -183,8 +183,10 @@ class Case:
     expect: str  # memory | compute
 
 
-CASES = (Case("memory_bound", MEMORY_PROBLEM, MEMORY_CANDIDATE, "memory"),
-         Case("compute_bound", COMPUTE_PROBLEM, COMPUTE_CANDIDATE, "compute"))
+CASES = (
+    Case("memory_bound", MEMORY_PROBLEM, MEMORY_CANDIDATE, "memory"),
+    Case("compute_bound", COMPUTE_PROBLEM, COMPUTE_CANDIDATE, "compute"),
+)
 
 
 def check_kernel(kernel: dict[str, Any] | None, expect: str) -> tuple[bool, str]:
@@ -222,22 +224,45 @@ def result_rows(results: dict[str, Any]) -> list[tuple[str, str, str, bool | Non
         rows.append((f"{case.name}: profile source", said, "ncu", profile.get("source") == "ncu"))
         ok, measured = check_kernel(own_kernel(profile), case.expect)
         unit = "DRAM" if case.expect == "memory" else "SM"
-        rows.append((f"{case.name}: reads as {case.expect}-bound", measured,
-                     f"{unit} >= {PEAK_PCT:.0f}% and above the other", ok))
+        rows.append(
+            (
+                f"{case.name}: reads as {case.expect}-bound",
+                measured,
+                f"{unit} >= {PEAK_PCT:.0f}% and above the other",
+                ok,
+            )
+        )
         cost = got.get("profile_phase_s")
-        rows.append((f"{case.name}: profile cost", f"{cost:.1f} s" if cost is not None else "?",
-                     f"< {COST_TARGET_S:.0f} s", cost is not None and cost < COST_TARGET_S))
+        rows.append(
+            (
+                f"{case.name}: profile cost",
+                f"{cost:.1f} s" if cost is not None else "?",
+                f"< {COST_TARGET_S:.0f} s",
+                cost is not None and cost < COST_TARGET_S,
+            )
+        )
     if "unprofiled_ms" in results and "memory_bound" in results:
         a, b = results["memory_bound"].get("median_ms"), results["unprofiled_ms"]
         ok = bool(a and b and abs(a / b - 1) <= TIME_AGREEMENT)
         measured = f"{a:.4g} / {b:.4g} ms" if a and b else "?"
-        rows.append(("memory_bound: median with / without the profile step", measured,
-                     f"within {TIME_AGREEMENT:.0%}", ok))
+        rows.append(
+            (
+                "memory_bound: median with / without the profile step",
+                measured,
+                f"within {TIME_AGREEMENT:.0%}",
+                ok,
+            )
+        )
     if "cached_then_profiled" in results:
         got = results["cached_then_profiled"]
-        rows.append(("cached result without a profile, read with profiling on", f"cached {got['cached']}, "
-                     f"profile {got['source']}", "cached True, profile ncu",
-                     got["cached"] is True and got["source"] == "ncu"))
+        rows.append(
+            (
+                "cached result without a profile, read with profiling on",
+                f"cached {got['cached']}, profile {got['source']}",
+                "cached True, profile ncu",
+                got["cached"] is True and got["source"] == "ncu",
+            )
+        )
     if "reference" in results:
         ref = results["reference"]
         kernels = len(ref.get("kernels", []))
@@ -246,8 +271,14 @@ def result_rows(results: dict[str, Any]) -> list[tuple[str, str, str, bool | Non
     if "sanitizer" in results:
         text = results["sanitizer"].get("report") or ""
         first = (text.splitlines() or ["none"])[0][:100]
-        rows.append(("illegal access: compute-sanitizer's first report", first,
-                     "Invalid __global__ write ...", "Invalid __global__ write" in text))
+        rows.append(
+            (
+                "illegal access: compute-sanitizer's first report",
+                first,
+                "Invalid __global__ write ...",
+                "Invalid __global__ write" in text,
+            )
+        )
     return rows
 
 
@@ -258,21 +289,27 @@ def table(rows: list[tuple[str, str, str, bool | None]]) -> str:
     return "\n".join(lines)
 
 
-def page(results: dict[str, Any], rows: list[tuple[str, str, str, bool | None]], env: dict[str, str],
-         dry_run: bool) -> str:
+def page(
+    results: dict[str, Any], rows: list[tuple[str, str, str, bool | None]], env: dict[str, str], dry_run: bool
+) -> str:
     """The results page (docs/benchmarks/profiler.md is its committed copy)."""
     from stark_mcp.agents.profiles import render_profile_table
     from stark_mcp.records import ProfileReport
 
-    profiled = [(c.name, ProfileReport.model_validate(results[c.name]["profile"])) for c in CASES
-                if results.get(c.name, {}).get("profile")]
+    profiled = [
+        (c.name, ProfileReport.model_validate(results[c.name]["profile"]))
+        for c in CASES
+        if results.get(c.name, {}).get("profile")
+    ]
     if "reference" in results:
         profiled.append(("reference", ProfileReport.model_validate(results["reference"])))
     parts = [
         "# Profiler: results" + (" (dry run: the recorded H100 report, no GPU)" if dry_run else ""),
         "",
-        (f"Produced by `python3 tools/gpu_profiler.py{' --dry-run' if dry_run else ''}` on "
-         f"{time.strftime('%Y-%m-%d')}."),
+        (
+            f"Produced by `python3 tools/gpu_profiler.py{' --dry-run' if dry_run else ''}` on "
+            f"{time.strftime('%Y-%m-%d')}."
+        ),
         "",
         "Environment: " + ", ".join(f"{k} {v}" for k, v in env.items()),
         "",
@@ -283,11 +320,23 @@ def page(results: dict[str, Any], rows: list[tuple[str, str, str, bool | None]],
         render_profile_table(profiled, per_node=4) or "(none)",
     ]
     if results.get("command"):
-        parts += ["", "Nsight Compute command (inside the candidate's jail):", "", "```",
-                  " ".join(results["command"]), "```"]
+        parts += [
+            "",
+            "Nsight Compute command (inside the candidate's jail):",
+            "",
+            "```",
+            " ".join(results["command"]),
+            "```",
+        ]
     if results.get("sanitizer", {}).get("report"):
-        parts += ["", "compute-sanitizer's first report on the out-of-bounds candidate:", "", "```",
-                  results["sanitizer"]["report"], "```"]
+        parts += [
+            "",
+            "compute-sanitizer's first report on the out-of-bounds candidate:",
+            "",
+            "```",
+            results["sanitizer"]["report"],
+            "```",
+        ]
     return "\n".join(parts) + "\n"
 
 
@@ -306,8 +355,9 @@ def environment() -> dict[str, str]:
         path = find_tool(tool) or shutil.which(tool)
         if path:
             try:
-                out = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=30,
-                                     check=False).stdout
+                out = subprocess.run(
+                    [path, "--version"], capture_output=True, text=True, timeout=30, check=False
+                ).stdout
                 env[tool] = (out.strip().splitlines() or ["?"])[-1][:80]
             except (OSError, subprocess.TimeoutExpired):
                 env[tool] = path
@@ -320,8 +370,14 @@ async def run_gpu(results: dict[str, Any], work: Path) -> None:
     from stark_mcp.evaluator import EvalSettings, Evaluator
     from stark_mcp.problems import load_problem
 
-    settings = EvalSettings(baselines=("eager",), trials=3, max_time_s=1.0, timing_timeout_s=120.0,
-                            build_timeout_s=400.0, correctness_timeout_s=120.0)
+    settings = EvalSettings(
+        baselines=("eager",),
+        trials=3,
+        max_time_s=1.0,
+        timing_timeout_s=120.0,
+        build_timeout_s=400.0,
+        correctness_timeout_s=120.0,
+    )
     problems = {}
     for case in CASES:
         path = work / f"{case.name}_problem.py"
@@ -330,32 +386,46 @@ async def run_gpu(results: dict[str, Any], work: Path) -> None:
     async with Evaluator(work / "cache", settings) as ev:
         assert await ev.resolve_device("cuda") == "cuda"
         started = time.monotonic()
-        evaluations = await asyncio.gather(*(ev.evaluate(problems[c.name], c.candidate, device="cuda",
-                                                          use_cache=False) for c in CASES))
+        evaluations = await asyncio.gather(
+            *(ev.evaluate(problems[c.name], c.candidate, device="cuda", use_cache=False) for c in CASES)
+        )
         print(f"evaluated both candidates in {time.monotonic() - started:.0f} s", flush=True)
         for case, evaluation in zip(CASES, evaluations, strict=True):
             profile = evaluation.profile.model_dump(mode="json") if evaluation.profile else None
             results[case.name] = {
-                "status": evaluation.status.value, "message": evaluation.message[:500],
+                "status": evaluation.status.value,
+                "message": evaluation.message[:500],
                 "median_ms": evaluation.runtime.median_ms if evaluation.runtime else None,
-                "profile_phase_s": evaluation.phase_seconds.get("profile"), "profile": profile,
+                "profile_phase_s": evaluation.phase_seconds.get("profile"),
+                "profile": profile,
                 "phase_seconds": evaluation.phase_seconds,
             }
-        plain = await ev.evaluate(problems["memory_bound"], MEMORY_CANDIDATE, device="cuda", use_cache=False,
-                                  settings=settings.model_copy(update={"profile": False}))
+        plain = await ev.evaluate(
+            problems["memory_bound"],
+            MEMORY_CANDIDATE,
+            device="cuda",
+            use_cache=False,
+            settings=settings.model_copy(update={"profile": False}),
+        )
         results["unprofiled_ms"] = plain.runtime.median_ms if plain.runtime else None
         # That result went into the cache without a profile (the switch is not in the cache key);
         # read with profiling on, it must come back from the cache with a profile added.
         again = await ev.evaluate(problems["memory_bound"], MEMORY_CANDIDATE, device="cuda")
-        results["cached_then_profiled"] = {"cached": again.cached,
-                                           "source": again.profile.source if again.profile else None}
+        results["cached_then_profiled"] = {
+            "cached": again.cached,
+            "source": again.profile.source if again.profile else None,
+        }
         reference = await ev.profile(problems["compute_bound"], None, device="cuda")
         results["reference"] = reference.model_dump(mode="json")
-        failing = await ev.evaluate(load_problem(str(ILLEGAL_PROBLEM)), ILLEGAL.read_text(), device="cuda",
-                                    use_cache=False)
-        results["sanitizer"] = {"status": failing.status.value, "message": failing.message[:300],
-                                "report": failing.logs.get("compute-sanitizer", ""),
-                                "seconds": failing.phase_seconds.get("sanitizer")}
+        failing = await ev.evaluate(
+            load_problem(str(ILLEGAL_PROBLEM)), ILLEGAL.read_text(), device="cuda", use_cache=False
+        )
+        results["sanitizer"] = {
+            "status": failing.status.value,
+            "message": failing.message[:300],
+            "report": failing.logs.get("compute-sanitizer", ""),
+            "seconds": failing.phase_seconds.get("sanitizer"),
+        }
     from stark_mcp.evaluator.trusted.profiling import find_tool, ncu_command
 
     ncu = find_tool("ncu")
@@ -374,25 +444,38 @@ def dry_run(results: dict[str, Any]) -> None:
         assert check_candidate(case.candidate).status is None, case.name
         compile(case.candidate, case.name, "exec")
     report = (ROOT / "tests" / "fixtures" / "profiles" / "ncu_raw.csv").read_text()
-    gemm = ("sm80_xmma_gemm_f32f32_f32f32_f32_nn_n_tilesize256x128x8_stage3_warpsize4x2x1_ffma_aligna4_"
-            "alignc4_execute_kernel__5x_cublas")
-    own = {"memory_bound": "__global__ void vectorized_elementwise_kernel(",
-           "compute_bound": f"__global__ void {gemm}("}
+    gemm = (
+        "sm80_xmma_gemm_f32f32_f32f32_f32_nn_n_tilesize256x128x8_stage3_warpsize4x2x1_ffma_aligna4_"
+        "alignc4_execute_kernel__5x_cublas"
+    )
+    own = {
+        "memory_bound": "__global__ void vectorized_elementwise_kernel(",
+        "compute_bound": f"__global__ void {gemm}(",
+    }
     for case in CASES:
         answer = {"source": "ncu", "report": report, "shape": "default"}
         profile = profiles.from_answer(answer, own[case.name], 40, 9.4)
-        results[case.name] = {"status": "passed", "median_ms": None, "profile_phase_s": profile.seconds,
-                              "profile": profile.model_dump(mode="json")}
+        results[case.name] = {
+            "status": "passed",
+            "median_ms": None,
+            "profile_phase_s": profile.seconds,
+            "profile": profile.model_dump(mode="json"),
+        }
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--dry-run", action="store_true",
-                        help="no GPU: the recorded report through the same code")
-    parser.add_argument("--out", type=Path,
-                        default=Path(os.environ["OUT"]) if os.environ.get("OUT") else None,
-                        help="folder for profiler.md and gpu_profiler.json (default: $OUT)")
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--dry-run", action="store_true", help="no GPU: the recorded report through the same code"
+    )
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=Path(os.environ["OUT"]) if os.environ.get("OUT") else None,
+        help="folder for profiler.md and gpu_profiler.json (default: $OUT)",
+    )
     args = parser.parse_args()
     results: dict[str, Any] = {}
     env = environment()

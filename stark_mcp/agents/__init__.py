@@ -17,7 +17,7 @@ from stark_mcp.agents.roles import (
     PlanAgent,
     total_usage,
 )
-from stark_mcp.agents.templates import PROMPTS_ENV, fill, load_template
+from stark_mcp.agents.templates import PROMPTS_ENV, PromptTemplates, fill, load_template
 
 __all__ = [
     "PLAN_FOCI",
@@ -30,6 +30,7 @@ __all__ = [
     "GeneralistAgent",
     "PlanAgent",
     "PlanReply",
+    "PromptTemplates",
     "Prompt",
     "RoleName",
     "extract_source",

@@ -79,7 +79,8 @@ def execution_result(evaluation: Evaluation) -> str:
             parts.append(f"max abs error {report.max_abs_error:.2e}")
         lines.append("- correctness: " + ", ".join(parts))
     if evaluation.own_kernel_share is not None:
-        lines.append(f"- share of device time in the candidate's own kernels: {evaluation.own_kernel_share:.0%}")
+        share = evaluation.own_kernel_share
+        lines.append(f"- share of device time in the candidate's own kernels: {share:.0%}")
     if evaluation.flags:
         lines.append("- flags: " + ", ".join(evaluation.flags))
     logs = [(p, t) for p, t in evaluation.logs.items() if not _is_compiler_phase(p) and t.strip()]

@@ -21,6 +21,7 @@ _PY_LANGS = ("python", "py", "python3", "")
 # A fence opens a block only at the start of a line; the info string names the language.
 _FENCE = re.compile(r"^[ \t]{0,3}(`{3,}|~{3,})[ \t]*([\w+.-]*)[^\n]*$", re.MULTILINE)
 _HEADER = re.compile(r"^[ \t]{0,3}#{1,6}[ \t]*(advice|scaffold|plan)\b[^\n]*$", re.IGNORECASE | re.MULTILINE)
+ADVICE_HEADER = re.compile(r"^[ \t]{0,3}#{1,6}[ \t]*(advice|plan)\b[^\n]*$", re.IGNORECASE | re.MULTILINE)
 
 
 @dataclass(frozen=True)
@@ -79,7 +80,22 @@ def parse_plan_reply(reply_text: str, base_source: str) -> PlanReply:
             "optimization to make and what to write inside each span"
         )
     anchored = validate_plan(scaffold, base_source)
-    return PlanReply(advice=advice, scaffold=scaffold, spans=len(anchored.spans), text=plan_text(advice, scaffold))
+    return PlanReply(advice=advice, scaffold=scaffold, spans=len(anchored.spans),
+        text=plan_text(advice, scaffold))
+
+
+def parse_advice_reply(reply_text: str) -> PlanReply:
+    """An advice-only plan (the no-anchors ablation): the reply's prose, without code blocks."""
+    blocks = code_blocks(reply_text)
+    if blocks:
+        raise AgentError(
+            "the reply has a code block: give only the advice, as a short paragraph under '## Advice'; "
+            "the coder writes the code"
+        )
+    advice = ADVICE_HEADER.sub("", reply_text).strip()
+    if not advice:
+        raise AgentError("the reply has no advice: write a short paragraph under '## Advice'")
+    return PlanReply(advice=advice, scaffold="", spans=0, text=f"## Advice\n{advice}\n")
 
 
 def split_plan_text(plan_text: str) -> tuple[str, str]:
@@ -96,7 +112,8 @@ def _split(text: str, *, strict: bool) -> tuple[str, str]:
             return "", text.strip("\n")
         raise AgentError(
             "the reply has no scaffold: put the full source with its "
-            f"'{BEGIN_MARK}' marks in one fenced ```python block under '## Scaffold'"
+            f"'{BEGIN_MARK}' marks in one fenced ```python block (after the advice; "
+            "a '## Scaffold' heading before it is optional)"
         )
     if not chosen.closed:
         raise AgentError(
@@ -122,7 +139,9 @@ def extract_source(reply_text: str, structured: dict[str, Any] | None = None) ->
     except SyntaxError as exc:
         where = f"line {exc.lineno}" if exc.lineno else "somewhere"
         shown = f": {exc.text.strip()}" if exc.text else ""
-        raise AgentError(f"the source in the reply does not parse as Python ({where}: {exc.msg}{shown})") from None
+        raise AgentError(
+            f"the source in the reply does not parse as Python ({where}: {exc.msg}{shown})"
+        ) from None
     if not any(isinstance(n, ast.ClassDef) and n.name == "ModelNew" for n in ast.walk(module)):
         names = sorted(n.name for n in ast.walk(module) if isinstance(n, ast.ClassDef))
         found = f" (classes found: {', '.join(names)})" if names else ""

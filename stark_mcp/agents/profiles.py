@@ -15,22 +15,47 @@ from stark_mcp.records import KernelProfile, Node, ProfileReport
 KERNELS_PER_NODE = 3
 RELATIVES = 2
 NAME_WIDTH = 40
-COLUMNS = ("node", "kernel", "time (share)", "grid / block", "regs", "smem", "occupancy ach/theo",
-           "DRAM %", "SM %", "L1/L2 hit %", "FLOP/byte", "roofline", "bound", "top stalls")
+COLUMNS = (
+    "node",
+    "kernel",
+    "time (share)",
+    "grid / block",
+    "regs",
+    "smem",
+    "occupancy ach/theo",
+    "DRAM %",
+    "SM %",
+    "L1/L2 hit %",
+    "FLOP/byte",
+    "roofline",
+    "bound",
+    "top stalls",
+)
 SOURCES = {"ncu": "Nsight Compute counters", "torch_profiler": "torch profiler only: no counters"}
 
 
-def profiled_nodes(node: Node, relatives: Sequence[Node],
-                   limit: int = RELATIVES) -> list[tuple[str, ProfileReport]]:
+def profiled_nodes(
+    node: Node, relatives: Sequence[Node], limit: int = RELATIVES
+) -> list[tuple[str, ProfileReport]]:
     """The node's profile first (when it has one), then those of its fastest relatives that passed."""
-    ranked = sorted((n for n in relatives if n.id != node.id and n.evaluation is not None
-                     and n.evaluation.passed and _profile(n) is not None), key=lambda n: n.score)
+    ranked = sorted(
+        (
+            n
+            for n in relatives
+            if n.id != node.id
+            and n.evaluation is not None
+            and n.evaluation.passed
+            and _profile(n) is not None
+        ),
+        key=lambda n: n.score,
+    )
     chosen = ([node] if _profile(node) is not None else []) + ranked[:limit]
     return [(n.id, _profile(n)) for n in chosen]  # type: ignore[misc]
 
 
-def render_profile_table(profiles: Sequence[tuple[str, ProfileReport]],
-                         per_node: int = KERNELS_PER_NODE) -> str:
+def render_profile_table(
+    profiles: Sequence[tuple[str, ProfileReport]], per_node: int = KERNELS_PER_NODE
+) -> str:
     """A markdown table of the slowest kernels of each (node id, profile), then one line per profile
     saying what measured it. Empty when no profile has kernels."""
     rows: list[str] = []
@@ -77,8 +102,11 @@ def _row(node_id: str, k: KernelProfile) -> str:
     occupancy = "-"
     if k.achieved_occupancy_pct is not None or k.theoretical_occupancy_pct is not None:
         occupancy = f"{_num(k.achieved_occupancy_pct)}/{_num(k.theoretical_occupancy_pct)}"
-    hits = "-" if k.l1_hit_rate_pct is None and k.l2_hit_rate_pct is None else \
-        f"{_num(k.l1_hit_rate_pct)}/{_num(k.l2_hit_rate_pct)}"
+    hits = (
+        "-"
+        if k.l1_hit_rate_pct is None and k.l2_hit_rate_pct is None
+        else f"{_num(k.l1_hit_rate_pct)}/{_num(k.l2_hit_rate_pct)}"
+    )
     roof = k.roofline
     intensity = f"{roof.arithmetic_intensity:.3g}" if roof and roof.arithmetic_intensity is not None else "-"
     roof_text = "-"
@@ -87,10 +115,22 @@ def _row(node_id: str, k: KernelProfile) -> str:
         if roof.tensor_core:
             roof_text += " (tensor cores: FLOPs not counted)"
     stalls = ", ".join(f"{s.reason} {s.share:.0%}" for s in k.stalls) or "-"
-    cells = [node_id, name, f"{k.time_us:.4g} us ({_pct(k.share)})", _launch(k.grid, k.block),
-             _num(k.registers_per_thread), _bytes(k.shared_memory_bytes), occupancy,
-             _num(k.dram_throughput_pct), _num(k.sm_throughput_pct), hits, intensity, roof_text,
-             k.bound or "-", stalls]
+    cells = [
+        node_id,
+        name,
+        f"{k.time_us:.4g} us ({_pct(k.share)})",
+        _launch(k.grid, k.block),
+        _num(k.registers_per_thread),
+        _bytes(k.shared_memory_bytes),
+        occupancy,
+        _num(k.dram_throughput_pct),
+        _num(k.sm_throughput_pct),
+        hits,
+        intensity,
+        roof_text,
+        k.bound or "-",
+        stalls,
+    ]
     return "| " + " | ".join(cells) + " |"
 
 

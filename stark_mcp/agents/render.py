@@ -11,13 +11,13 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel
+from pydantic import BaseModel, PrivateAttr
 
 from stark_mcp.agents.errors import AgentError
 from stark_mcp.agents.observations import execution_result, render_observations
-from stark_mcp.agents.parsing import split_plan_text
+from stark_mcp.agents.parsing import ADVICE_HEADER, split_plan_text
 from stark_mcp.agents.profiles import profiled_nodes, render_profile_table
-from stark_mcp.agents.templates import fill, load_template
+from stark_mcp.agents.templates import PromptTemplates, packaged
 from stark_mcp.llm import LLMRequest
 from stark_mcp.problems import Problem
 from stark_mcp.records import Action, Node
@@ -52,13 +52,17 @@ class Prompt(BaseModel):
     body: str
     node_ids: list[str]
 
+    _templates: PromptTemplates = PrivateAttr(default_factory=packaged)
+
     @property
     def text(self) -> str:
         """The whole prompt as one string, for hosts that take a single message."""
         parts = (self.system, self.prefix, self.body)
-        return "\n\n".join(f"{header}\n\n{part}" for header, part in zip(_SECTION_HEADERS, parts)) + "\n"
+        sections = zip(_SECTION_HEADERS, parts, strict=True)
+        return "\n\n".join(f"{header}\n\n{part}" for header, part in sections) + "\n"
 
-    def to_request(self, max_tokens: int | None = None, json_schema: dict[str, Any] | None = None) -> LLMRequest:
+    def to_request(self, max_tokens: int | None = None,
+        json_schema: dict[str, Any] | None = None) -> LLMRequest:
         return LLMRequest(
             role=self.role, system=self.system, prefix=self.prefix, body=self.body,
             max_tokens=max_tokens, json_schema=json_schema,
@@ -67,41 +71,43 @@ class Prompt(BaseModel):
     def with_retry(self, errors: list[str]) -> Prompt:
         """The same prompt with the reasons earlier replies were rejected appended to the body."""
         listed = "\n".join(f"- attempt {i}: {e}" for i, e in enumerate(errors, start=1))
-        return self.model_copy(update={"body": self.body + fill("retry.md", errors=listed)})
+        return self.model_copy(update={"body": self.body + self._templates.fill("retry.md", errors=listed)})
 
 
 def device_kind(device: str) -> str:
     """'cuda' or 'cpu' for a resolved device string such as 'cuda', 'cuda:1' or 'cpu'."""
     kind = device.split(":", 1)[0].strip().lower()
     if kind not in ("cuda", "cpu"):
-        raise AgentError(f"no prompt guidance for device {device!r}: expected cuda or cpu (resolve 'auto' first)")
+        raise AgentError(
+            f"no prompt guidance for device {device!r}: expected cuda or cpu (resolve 'auto' first)"
+        )
     return kind
 
 
-def render_system(device: str) -> str:
+def render_system(device: str, templates: PromptTemplates) -> str:
     kind = device_kind(device)
-    return fill("system.md", device=kind, device_guidance=fill(f"device_{kind}.md"))
+    return templates.fill("system.md", device=kind, device_guidance=templates.fill(f"device_{kind}.md"))
 
 
-def render_prefix(problem: Problem, device: str) -> str:
+def render_prefix(problem: Problem, device: str, templates: PromptTemplates) -> str:
     kind = device_kind(device)
-    return fill(
+    return templates.fill(
         "prefix.md",
-        example_reference=load_template("example_reference.py"),
-        example_kernel=load_template(f"example_kernel_{kind}.py"),
+        example_reference=templates.load("example_reference.py"),
+        example_kernel=templates.load(f"example_kernel_{kind}.py"),
         architecture=problem.source.strip("\n"),
         problem_name=problem.name,
     )
 
 
-def render_entry(node: Node) -> str:
+def render_entry(node: Node, templates: PromptTemplates) -> str:
     """One node as the history shows it: source, the plan it followed, observations."""
     if node.action is Action.ROOT:
         # The reference needs no compiler observation; its execution result carries the time to beat.
         measured = execution_result(node.evaluation) if node.evaluation is not None else "Not measured yet."
-        return fill("root.md", node_id=node.id, observations=measured)
+        return templates.fill("root.md", node_id=node.id, observations=measured)
     observations = render_observations(node)
-    return fill(
+    return templates.fill(
         "entry.md",
         node_id=node.id,
         action=_ACTION_LABELS.get(node.action, node.action.value),
@@ -115,11 +121,16 @@ def render_entry(node: Node) -> str:
 def _advice_of(node: Node) -> str:
     if not node.plan:
         return "none recorded."
+    return _advice_text(node.plan) or "see the marked regions of its scaffold."
+
+
+def _advice_text(plan: str) -> str:
+    """The advice of a plan with a scaffold, or of an advice-only plan (no-anchors ablation)."""
     try:
-        advice, _ = split_plan_text(node.plan)
+        advice, _ = split_plan_text(plan)
     except AgentError:
-        advice = node.plan.strip()
-    return advice or "see the marked regions of its scaffold."
+        advice = ADVICE_HEADER.sub("", plan).strip()
+    return advice
 
 
 def render_prompt(
@@ -132,12 +143,18 @@ def render_prompt(
     device: str,
     plan: str | None = None,
     focus: str | None = None,
+    templates: PromptTemplates | None = None,
+    anchored: bool = True,
 ) -> Prompt:
     """The prompt for ``role`` acting on node ``node_id`` with the given context window.
 
     ``plan`` (advice and anchored scaffold) is required for ``code``; ``focus`` (one of
     ``PLAN_FOCI`` or the caller's own theme) applies to ``plan`` and ``generalist``.
+    ``templates`` default to the packaged set (a run's own come from ``STARK_PROMPTS_DIR``).
+    ``anchored=False`` (the no-anchors ablation): the plan role is asked for advice only
+    (``plan_advice.md``) and the code role gets that advice without a scaffold (``code_advice.md``).
     """
+    templates = templates or packaged()
     if role not in ROLE_NAMES:
         raise AgentError(f"unknown role {role!r}; expected one of {', '.join(ROLE_NAMES)}")
     if role == "code" and not (plan and plan.strip()):
@@ -147,46 +164,57 @@ def render_prompt(
     node = tree.get(node_id)
     root = tree.root
 
-    latest = render_entry(node)
-    if role == "code":
+    latest = render_entry(node, templates)
+    if role == "code" and not anchored:
+        assert plan is not None
+        latest += "\n\n" + templates.fill("advice.md", advice=_advice_text(plan))
+    elif role == "code":
         assert plan is not None
         advice, scaffold = split_plan_text(plan)
-        latest += "\n\n" + fill(
+        latest += "\n\n" + templates.fill(
             "scaffold.md", advice=advice or "(none given: follow the marked regions)",
             scaffold=scaffold, begin=BEGIN_MARK, end=END_MARK,
         )
 
     history_ids = _history_ids(node.id, root.id, window_ids)
-    history = [render_entry(tree.get(i)) for i in history_ids]
+    history = [render_entry(tree.get(i), templates) for i in history_ids]
     if role == "plan" or (role == "generalist" and not node.has_bug):
         table = render_profile_table(profiled_nodes(node, [tree.get(i) for i in history_ids]))
         if table:
-            latest += "\n\n" + fill("profile.md", table=table)
+            latest += "\n\n" + templates.fill("profile.md", table=table)
 
     status = node.status.value if node.status is not None else "not evaluated"
-    instruction = fill(
-        f"{role}.md",
+    instruction = templates.fill(
+        f"{role}_advice.md" if not anchored and role in ("plan", "code") else f"{role}.md",
         node_id=node.id,
         begin=BEGIN_MARK,
         end=END_MARK,
-        focus_hint="\n" + fill("focus.md", focus=focus.strip()) + "\n" if focus and focus.strip() else "",
+        focus_hint=_focus_hint(focus, templates),
         latest_status="reference" if node.action is Action.ROOT else status,
         device=device_kind(device),
         problem_name=problem.name,
     )
-    body = fill(
+    body = templates.fill(
         "body.md",
         latest=latest,
         history="\n\n".join(history) if history else NO_HISTORY,
         instruction=instruction,
     )
-    return Prompt(
+    prompt = Prompt(
         role=role,
-        system=render_system(device),
-        prefix=render_prefix(problem, device),
+        system=render_system(device, templates),
+        prefix=render_prefix(problem, device, templates),
         body=body,
         node_ids=_dedupe([node.id, root.id, *history_ids]),
     )
+    prompt._templates = templates
+    return prompt
+
+
+def _focus_hint(focus: str | None, templates: PromptTemplates) -> str:
+    if not (focus and focus.strip()):
+        return ""
+    return "\n" + templates.fill("focus.md", focus=focus.strip()) + "\n"
 
 
 def _history_ids(node_id: str, root_id: str, window_ids: list[str]) -> list[str]:

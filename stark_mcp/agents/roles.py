@@ -14,7 +14,7 @@ from typing import TypeVar
 from pydantic import BaseModel
 
 from stark_mcp.agents.errors import AgentError
-from stark_mcp.agents.parsing import PlanReply, extract_source, parse_plan_reply
+from stark_mcp.agents.parsing import PlanReply, extract_source, parse_advice_reply, parse_plan_reply
 from stark_mcp.agents.render import Prompt
 from stark_mcp.llm import LLMBackend, LLMError, LLMReply, LLMRequest
 from stark_mcp.records import Usage
@@ -89,14 +89,21 @@ class _Agent:
 
 
 class PlanAgent(_Agent):
-    """Proposes one optimization as advice plus the node's source with anchored spans."""
+    """Proposes one optimization as advice plus the node's source with anchored spans
+    (``anchored=False``, the no-anchors ablation: advice only)."""
 
     role = "plan"
 
-    def __init__(self, backend: LLMBackend, *, max_attempts: int = 3, max_tokens: int | None = None) -> None:
+    def __init__(
+        self, backend: LLMBackend, *, max_attempts: int = 3, max_tokens: int | None = None,
+        anchored: bool = True,
+    ) -> None:
         super().__init__(backend, max_attempts=max_attempts, max_tokens=max_tokens)
+        self.anchored = anchored
 
     async def run(self, prompt: Prompt, base_source: str) -> tuple[PlanReply, list[Exchange]]:
+        if not self.anchored:
+            return await self._ask(prompt, lambda reply: parse_advice_reply(reply.text))
         return await self._ask(prompt, lambda reply: parse_plan_reply(reply.text, base_source))
 
 

@@ -1,18 +1,19 @@
-"""The ``stark-mcp`` command: one typer app, one module per subcommand group.
+"""The ``stark-mcp`` command: one typer app, one module per group of subcommands.
 
-Each module exposes ``register(app)``; this file only wires them together and
-turns ``StarkError`` into a one-line message and exit code 2.
+Each ``*_cmd`` module defines its commands as module-level functions and a ``register(app)``
+that only attaches them. Everything heavy (torch, the MCP SDK, the store) is imported inside
+the command that needs it, so ``--help`` and ``--version`` start in a fraction of a second.
 """
 
 from __future__ import annotations
 
-import importlib
 import logging
-import pkgutil
 import sys
 
 import typer
 
+from stark_mcp import __version__
+from stark_mcp.cli import bench_cmd, eval_cmd, report_cmd, run_cmd, runs_cmd, serve_cmd
 from stark_mcp.errors import StarkError
 
 app = typer.Typer(
@@ -23,22 +24,34 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
+
+def _print_version(value: bool) -> None:
+    if value:
+        typer.echo(f"stark-mcp {__version__}")
+        raise typer.Exit()
+
+
 @app.callback()
-def _root() -> None:
+def root(
+    version: bool = typer.Option(
+        False, "--version", callback=_print_version, is_eager=True, help="Print the version and exit."
+    ),
+) -> None:
     """Faster PyTorch modules from LLM-written kernels, proven by a trusted evaluator."""
     # An explicit callback keeps typer from collapsing the app into its only command.
 
 
-# Every ``*_cmd`` module in this package is a subcommand group defining register(app);
-# discovering them keeps the groups independent of each other.
-for _info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
-    if _info.name.endswith("_cmd"):
-        importlib.import_module(f"{__name__}.{_info.name}").register(app)
+for _group in (eval_cmd, run_cmd, runs_cmd, serve_cmd, bench_cmd, report_cmd):
+    _group.register(app)
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Console-script entry point. Logs go to stderr: stdout may be an MCP stdio stream."""
-    logging.basicConfig(stream=sys.stderr, level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    """Console-script entry point. Logs go to stderr: stdout may be an MCP stdio stream.
+
+    The level is WARNING until a command reads the settings (``STARK_LOG_LEVEL``).
+    """
+    logging.basicConfig(stream=sys.stderr, level=logging.WARNING,
+        format="%(levelname)s %(name)s: %(message)s")
     try:
         app(args=argv, standalone_mode=True)
     except StarkError as exc:

@@ -1,31 +1,21 @@
-"""``stark-mcp eval PROBLEM CANDIDATE``: one trusted evaluation from the command line."""
+"""``stark-mcp eval PROBLEM CANDIDATE``: one trusted evaluation from the command line.
+
+stdout carries only the verdict (or its JSON); the evaluator's phases show on stderr as it works.
+"""
 
 from __future__ import annotations
 
 import asyncio
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
-from pydantic import ValidationError
 
-from stark_mcp.config import Settings
-from stark_mcp.errors import StarkError
-from stark_mcp.evaluator import BASELINE_NAMES, EvalSettings, Evaluator
-from stark_mcp.problems import load_problem
-from stark_mcp.records import Evaluation
+from stark_mcp.cli.context import DEVICE_HELP, check_device, fail, settings_of, user_errors
+from stark_mcp.cli.display import PhaseDisplay
 
-
-def _fail(message: str) -> typer.Exit:
-    typer.echo(f"error: {message}", err=True)
-    return typer.Exit(2)
-
-
-def parse_baselines(text: str) -> tuple[str, ...]:
-    names = tuple(n.strip() for n in text.split(",") if n.strip())
-    unknown = [n for n in names if n not in BASELINE_NAMES]
-    if unknown:
-        raise ValueError(f"unknown baseline(s) {', '.join(unknown)}; choose from {', '.join(BASELINE_NAMES)}")
-    return names
+if TYPE_CHECKING:
+    from stark_mcp.records import Evaluation
 
 
 def summary(ev: Evaluation) -> str:
@@ -55,36 +45,34 @@ def summary(ev: Evaluation) -> str:
     return "\n".join(lines)
 
 
+def eval_command(
+    ctx: typer.Context,
+    problem: str = typer.Argument(..., help="problem file, JSONL:LEVEL/ID or KernelBench checkout:LEVEL/ID"),
+    candidate: Path = typer.Argument(..., help="candidate source defining ModelNew"),
+    device: str | None = typer.Option(None, "--device", help=DEVICE_HELP, callback=check_device),
+    as_json: bool = typer.Option(False, "--json", help="print the Evaluation as one JSON object"),
+    baselines: str | None = typer.Option(
+        None, "--baselines", help="comma-separated baselines to time (default: all of them)"),
+    no_cache: bool = typer.Option(False, "--no-cache", help="re-evaluate even if a result is cached"),
+) -> None:
+    """Build, check and time CANDIDATE against PROBLEM in isolated processes."""
+    from stark_mcp.orchestrator.session import evaluate_candidate, parse_eval_settings
+
+    settings = settings_of(ctx)
+    with user_errors():
+        eval_settings = parse_eval_settings(baselines)
+    try:
+        source = candidate.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise fail(f"cannot read candidate {candidate}: {exc}") from None
+    display = PhaseDisplay(prefix="eval: ")
+    with user_errors(), display.showing():
+        evaluation = asyncio.run(evaluate_candidate(
+            settings, problem, source, device=device or settings.device, eval_settings=eval_settings,
+            use_cache=not no_cache, progress=display.on_phase,
+        ))
+    typer.echo(evaluation.model_dump_json() if as_json else summary(evaluation))
+
+
 def register(app: typer.Typer) -> None:
-    @app.command("eval")
-    def eval_command(
-        problem: str = typer.Argument(..., help="problem file, JSONL:LEVEL/ID or KernelBench checkout:LEVEL/ID"),
-        candidate: Path = typer.Argument(..., help="candidate source defining ModelNew"),
-        device: str = typer.Option("auto", "--device", help="auto, cpu or cuda"),
-        as_json: bool = typer.Option(False, "--json", help="print the Evaluation as one JSON object"),
-        baselines: str = typer.Option(",".join(BASELINE_NAMES), "--baselines",
-                                      help="comma-separated baselines to time"),
-        no_cache: bool = typer.Option(False, "--no-cache", help="re-evaluate even if a result is cached"),
-    ) -> None:
-        """Build, check and time CANDIDATE against PROBLEM in isolated processes."""
-        if device not in ("auto", "cpu", "cuda"):
-            raise _fail(f"--device must be auto, cpu or cuda, not {device!r}")
-        try:
-            settings = EvalSettings(baselines=parse_baselines(baselines))
-        except (ValueError, ValidationError) as exc:
-            raise _fail(str(exc)) from None
-        try:
-            source = candidate.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            raise _fail(f"cannot read candidate {candidate}: {exc}") from None
-        try:
-            spec = load_problem(problem)
-            evaluation = asyncio.run(_run(spec, source, device, settings, not no_cache))
-        except StarkError as exc:
-            raise _fail(str(exc)) from None
-        typer.echo(evaluation.model_dump_json() if as_json else summary(evaluation))
-
-
-async def _run(problem: object, source: str, device: str, settings: EvalSettings, use_cache: bool) -> Evaluation:
-    async with Evaluator(Settings.from_env().cache, settings) as evaluator:
-        return await evaluator.evaluate(problem, source, device=device, use_cache=use_cache)  # type: ignore[arg-type]
+    app.command("eval")(eval_command)

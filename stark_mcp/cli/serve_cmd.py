@@ -3,43 +3,42 @@
 from __future__ import annotations
 
 import typer
-from pydantic import ValidationError
 
-from stark_mcp.evaluator import BASELINE_NAMES, EvalSettings
+from stark_mcp.cli.context import settings_of, user_errors
+
+
+def serve_command(
+    ctx: typer.Context,
+    http: bool = typer.Option(False, "--http", help="Speak streamable HTTP at /mcp instead of stdio."),
+    host: str = typer.Option("127.0.0.1", "--host", help="HTTP: address to bind (loopback unless told)."),
+    port: int = typer.Option(8000, "--port", help="HTTP: port to listen on."),
+    token: str | None = typer.Option(
+        None, "--token", help="HTTP: require 'Authorization: Bearer TOKEN' on every request "
+        "(default: STARK_MCP_TOKEN).",
+    ),
+    baselines: str | None = typer.Option(
+        None, "--baselines", help="Comma-separated baselines to time (default: all of them).",
+    ),
+) -> None:
+    """Run the MCP server. Hosts launch it over stdio: `stark-mcp serve`."""
+    # Imported here so that other subcommands never load the MCP SDK.
+    from stark_mcp.orchestrator.session import parse_eval_settings
+    from stark_mcp.server import build_server
+    from stark_mcp.server.transports import exposure_warning, serve_http, serve_stdio
+
+    settings = settings_of(ctx)
+    with user_errors():
+        eval_settings = parse_eval_settings(baselines) if baselines is not None else None
+    server = build_server(settings, eval_settings=eval_settings)
+    if not http:
+        serve_stdio(server)
+        return
+    token = token or (settings.mcp_token.get_secret_value() if settings.mcp_token else None)
+    warning = exposure_warning(host, token)
+    if warning:
+        typer.echo(f"warning: {warning}", err=True)
+    serve_http(server, host=host, port=port, token=token)
 
 
 def register(app: typer.Typer) -> None:
-    @app.command("serve")
-    def serve(
-        http: bool = typer.Option(False, "--http", help="Speak streamable HTTP at /mcp instead of stdio."),
-        host: str = typer.Option("127.0.0.1", "--host", help="HTTP: address to bind (loopback unless told)."),
-        port: int = typer.Option(8000, "--port", help="HTTP: port to listen on."),
-        token: str | None = typer.Option(
-            None, "--token", envvar="STARK_MCP_TOKEN",
-            help="HTTP: require 'Authorization: Bearer TOKEN' on every request.",
-        ),
-        baselines: str | None = typer.Option(
-            None, "--baselines",
-            help=f"Comma-separated baselines to time (default all: {','.join(BASELINE_NAMES)}).",
-        ),
-    ) -> None:
-        """Run the MCP server. Hosts launch it over stdio: `stark-mcp serve`."""
-        # Imported here so that other subcommands never load the MCP SDK.
-        from stark_mcp.server import build_server
-        from stark_mcp.server.transports import exposure_warning, serve_http, serve_stdio
-
-        settings = None
-        if baselines is not None:
-            names = tuple(b.strip() for b in baselines.split(",") if b.strip())
-            try:
-                settings = EvalSettings(baselines=names)
-            except ValidationError as exc:
-                raise typer.BadParameter(exc.errors()[0]["msg"], param_hint="--baselines") from None
-        server = build_server(eval_settings=settings)
-        if not http:
-            serve_stdio(server)
-            return
-        warning = exposure_warning(host, token)
-        if warning:
-            typer.echo(f"warning: {warning}", err=True)
-        serve_http(server, host=host, port=port, token=token)
+    app.command("serve")(serve_command)

@@ -15,6 +15,8 @@ _EXPORTS = {
     "EvaluatorError": "stark_mcp.evaluator.errors",
     "EvalSettings": "stark_mcp.evaluator.settings",
     "BASELINE_NAMES": "stark_mcp.evaluator.settings",
+    "StaticResult": "stark_mcp.evaluator.static_checks",
+    "check_candidate": "stark_mcp.evaluator.static_checks",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -81,13 +81,24 @@ def aggregate(stats: list[TimingStats]) -> TimingStats:
         return stats[0]
     median = geomean([s.median_ms for s in stats])
     spread = geomean([max(s.iqr_ms, 1e-12) / s.median_ms for s in stats if s.median_ms > 0])
-    return TimingStats(median_ms=median, iqr_ms=median * spread if math.isfinite(spread) else 0.0,
-                       mean_ms=geomean([s.mean_ms for s in stats]), min_ms=geomean([s.min_ms for s in stats]),
-                       max_ms=geomean([s.max_ms for s in stats]), samples=sum(s.samples for s in stats))
+    return TimingStats(
+        median_ms=median,
+        iqr_ms=median * spread if math.isfinite(spread) else 0.0,
+        mean_ms=geomean([s.mean_ms for s in stats]),
+        min_ms=geomean([s.min_ms for s in stats]),
+        max_ms=geomean([s.max_ms for s in stats]),
+        samples=sum(s.samples for s in stats),
+    )
 
 
-def evaluation(result: WorkerResult, device: str, extra_baselines: dict[str, dict[str, TimingStats]],
-               base: dict[str, Any], source: str = "", min_share: float = 0.0) -> Evaluation:
+def evaluation(
+    result: WorkerResult,
+    device: str,
+    extra_baselines: dict[str, dict[str, TimingStats]],
+    base: dict[str, Any],
+    source: str = "",
+    min_share: float = 0.0,
+) -> Evaluation:
     """``extra_baselines``: name -> shape label -> stats, from the validated baseline cache."""
     shapes: list[ShapeResult] = []
     runtime = None
@@ -119,18 +130,41 @@ def evaluation(result: WorkerResult, device: str, extra_baselines: dict[str, dic
     external = [s.external_ms for s in result.shapes if s.external_ms]
     overhead = [s.overhead_ms for s in result.shapes if s.overhead_ms]
     trust = TrustReport(
-        isolation=result.isolation, isolation_note=result.isolation_note, calls=counts.calls,
-        checked_calls=counts.checked_calls, timed_calls=counts.timed_calls, timed_checked=counts.timed_checked,
-        reported_ms=geomean(reported) if reported else None, external_ms=geomean(external) if external else None,
+        isolation=result.isolation,
+        isolation_note=result.isolation_note,
+        calls=counts.calls,
+        checked_calls=counts.checked_calls,
+        timed_calls=counts.timed_calls,
+        timed_checked=counts.timed_checked,
+        reported_ms=geomean(reported) if reported else None,
+        external_ms=geomean(external) if external else None,
         overhead_ms=geomean(overhead) if overhead else None,
         baseline_side_by_side=bool(result.shapes and all(s.baseline_ms for s in result.shapes)),
         own_kernel_share=share,
-        defences=[d.format(isolation=result.isolation or "?", checked=counts.checked_calls,
-                           timed_checked=counts.timed_checked, clock=clock) for d in DEFENCES],
+        defences=[
+            d.format(
+                isolation=result.isolation or "?",
+                checked=counts.checked_calls,
+                timed_checked=counts.timed_checked,
+                clock=clock,
+            )
+            for d in DEFENCES
+        ],
         findings=list(result.findings),
     )
     return Evaluation(
-        status=result.status, reason=result.reason, message=result.message, logs=result.logs, runtime=runtime,
-        baselines=baselines_agg, speedups=speedups, flags=flags, correctness=result.correctness,
-        own_kernel_share=share, shapes=shapes, trust=trust, phase_seconds=dict(result.phase_seconds), **base,
+        status=result.status,
+        reason=result.reason,
+        message=result.message,
+        logs=result.logs,
+        runtime=runtime,
+        baselines=baselines_agg,
+        speedups=speedups,
+        flags=flags,
+        correctness=result.correctness,
+        own_kernel_share=share,
+        shapes=shapes,
+        trust=trust,
+        phase_seconds=dict(result.phase_seconds),
+        **base,
     )

@@ -92,8 +92,9 @@ class BuildCache:
             env["TORCH_CUDA_ARCH_LIST"] = info.capability
         return env
 
-    async def build(self, source: str, source_hash: str, info: DeviceInfo, timeout: float,
-                    isolation: IsolationInfo) -> BuildOutcome:
+    async def build(
+        self, source: str, source_hash: str, info: DeviceInfo, timeout: float, isolation: IsolationInfo
+    ) -> BuildOutcome:
         state = self.verified(source_hash)
         if state == "built":
             return BuildOutcome(ok=True, cached=True)
@@ -130,23 +131,43 @@ class BuildCache:
         self._seal(source_hash, "deferred" if outcome.deferred else "built")
         return outcome
 
-    async def _run(self, job: Path, work: Path, log_path: Path, info: DeviceInfo, timeout: float,
-                   isolation: IsolationInfo) -> BuildOutcome:
+    async def _run(
+        self,
+        job: Path,
+        work: Path,
+        log_path: Path,
+        info: DeviceInfo,
+        timeout: float,
+        isolation: IsolationInfo,
+    ) -> BuildOutcome:
         build_mount = Mount(str(work), "/tmp/build", writable=True)
         job_mount = Mount(str(job), "/tmp/job")
         ours, theirs = socket.socketpair()
         env = scrub_env(os.environ, self.env(info, inside_path(isolation.level, build_mount)))
         count = os.cpu_count() or 1
-        spec = JailSpec(argv=[sys.executable, "-P", "-m", BUILDER_MODULE, str(theirs.fileno()),
-                              inside_path(isolation.level, job_mount) + "/candidate.py"],
-                        env=env, name="build", mounts=[job_mount, build_mount], scratch_bytes=8 << 30,
-                        max_file_bytes=LOG_LIMIT * 8, hidden=[str(self.root.parent)],
-                        # off the cores a GPU worker and its runners spin on (see trusted/worker.py)
-                        cpus=list(range(3, count)) if info.kind == "cuda" and count >= 8 else None)
+        spec = JailSpec(
+            argv=[
+                sys.executable,
+                "-P",
+                "-m",
+                BUILDER_MODULE,
+                str(theirs.fileno()),
+                inside_path(isolation.level, job_mount) + "/candidate.py",
+            ],
+            env=env,
+            name="build",
+            mounts=[job_mount, build_mount],
+            scratch_bytes=8 << 30,
+            max_file_bytes=LOG_LIMIT * 8,
+            hidden=[str(self.root.parent)],
+            # off the cores a GPU worker and its runners spin on (see trusted/worker.py)
+            cpus=list(range(3, count)) if info.kind == "cuda" and count >= 8 else None,
+        )
         log = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         try:
-            jail = await asyncio.to_thread(Jail.start, spec, isolation, pass_fds=(theirs.fileno(),),
-                                           stdout=log, stderr=log)
+            jail = await asyncio.to_thread(
+                Jail.start, spec, isolation, pass_fds=(theirs.fileno(),), stdout=log, stderr=log
+            )
         finally:
             os.close(log)
             theirs.close()
@@ -154,9 +175,13 @@ class BuildCache:
             code = await asyncio.to_thread(jail.wait, timeout)
             if code is None:
                 jail.kill_all()
-                return BuildOutcome(False, status=Status.TIMEOUT, reason="build",
-                                    message=f"the build ran past its {timeout:g} s budget; the builder was killed",
-                                    logs={"build": trim_tail(_read_log(log_path))})
+                return BuildOutcome(
+                    False,
+                    status=Status.TIMEOUT,
+                    reason="build",
+                    message=f"the build ran past its {timeout:g} s budget; the builder was killed",
+                    logs={"build": trim_tail(_read_log(log_path))},
+                )
             try:
                 frame = frames.recv(ours.fileno(), timeout=1.0)
             except (frames.FrameError, frames.FrameTimeout) as exc:
@@ -165,10 +190,18 @@ class BuildCache:
             ours.close()
             await asyncio.to_thread(jail.close)
         if frame is None:
-            how = f"exited with code {code}" if code is not None and 0 <= code < 128 else f"died (status {code})"
-            return BuildOutcome(False, status=Status.RUNTIME_ERROR, reason="signal" if code and code > 128 else
-                                "no_result", message=f"the builder importing the candidate {how} without a result",
-                                logs={"build": trim_tail(_read_log(log_path))})
+            how = (
+                f"exited with code {code}"
+                if code is not None and 0 <= code < 128
+                else f"died (status {code})"
+            )
+            return BuildOutcome(
+                False,
+                status=Status.RUNTIME_ERROR,
+                reason="signal" if code and code > 128 else "no_result",
+                message=f"the builder importing the candidate {how} without a result",
+                logs={"build": trim_tail(_read_log(log_path))},
+            )
         if frame.get("kind") == "ok":
             return BuildOutcome(True)
         if frame.get("cuda_unavailable") and info.kind == "cuda":
@@ -176,13 +209,24 @@ class BuildCache:
         status = frame.get("status")
         if status == "build_error":
             log = trim_compiler_log(str(frame.get("message", "")))
-            return BuildOutcome(False, status=Status.BUILD_ERROR, reason="compile", message=_first_line(log),
-                                logs={"build": log})
+            return BuildOutcome(
+                False,
+                status=Status.BUILD_ERROR,
+                reason="compile",
+                message=_first_line(log),
+                logs={"build": log},
+            )
         reason = str(frame.get("reason") or "import")
-        return BuildOutcome(False, status=Status.LOAD_ERROR, reason=reason if reason == "syntax" else "import",
-                            message=str(frame.get("message", ""))[:2000],
-                            logs={"traceback": trim_tail(str(frame.get("traceback", ""))),
-                                  "build": trim_tail(_read_log(log_path))})
+        return BuildOutcome(
+            False,
+            status=Status.LOAD_ERROR,
+            reason=reason if reason == "syntax" else "import",
+            message=str(frame.get("message", ""))[:2000],
+            logs={
+                "traceback": trim_tail(str(frame.get("traceback", ""))),
+                "build": trim_tail(_read_log(log_path)),
+            },
+        )
 
 
 def _own(path: Path) -> None:
@@ -209,8 +253,11 @@ def _read_log(path: Path, head: int = 16 << 10, tail: int = 48 << 10) -> str:
             last = fh.read()
     except OSError:
         return ""
-    return (first.decode("utf-8", "replace") + f"\n[... {size - head - tail} bytes skipped ...]\n"
-            + last.decode("utf-8", "replace"))
+    return (
+        first.decode("utf-8", "replace")
+        + f"\n[... {size - head - tail} bytes skipped ...]\n"
+        + last.decode("utf-8", "replace")
+    )
 
 
 def _first_line(log: str) -> str:

@@ -45,7 +45,9 @@ class _Signed:
             wrapper = json.loads(path.read_text())
         except (OSError, ValueError):
             return None
-        if not isinstance(wrapper, dict) or not self.integrity.verify(wrapper.get("data"), wrapper.get("sig")):
+        if not isinstance(wrapper, dict) or not self.integrity.verify(
+            wrapper.get("data"), wrapper.get("sig")
+        ):
             return None
         return wrapper["data"]
 

@@ -57,8 +57,13 @@ def _machine_key() -> str:
         boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
     except OSError:
         boot = ""
-    parts = [socket.gethostname(), boot, os.environ.get("CUDA_VISIBLE_DEVICES", "<unset>"), torch_version(),
-             sys.executable]
+    parts = [
+        socket.gethostname(),
+        boot,
+        os.environ.get("CUDA_VISIBLE_DEVICES", "<unset>"),
+        torch_version(),
+        sys.executable,
+    ]
     return hashlib.sha256("|".join(parts).encode()).hexdigest()[:16]
 
 
@@ -76,9 +81,15 @@ print("STARK-PROBE " + json.dumps(info))
 def run_probe_process() -> dict[str, object]:
     """A throwaway process answers whether CUDA works: this process must never initialize it."""
     try:
-        proc = subprocess.run([sys.executable, "-P", "-c", _PROBE], capture_output=True, text=True,
-                              timeout=PROBE_TIMEOUT_S, env=scrub_env(os.environ), stdin=subprocess.DEVNULL,
-                              start_new_session=True)
+        proc = subprocess.run(
+            [sys.executable, "-P", "-c", _PROBE],
+            capture_output=True,
+            text=True,
+            timeout=PROBE_TIMEOUT_S,
+            env=scrub_env(os.environ),
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
     except subprocess.TimeoutExpired:
         raise EvaluatorError(f"the device probe did not answer within {PROBE_TIMEOUT_S} s") from None
     for line in proc.stdout.splitlines():
@@ -109,9 +120,15 @@ class Prober:
             record = run_probe_process()
             cached = {"cuda": bool(record.get("cuda"))}
             if cached["cuda"]:
-                cached["info"] = asdict(DeviceInfo(
-                    kind="cuda", name=str(record["device_name"]), torch_version=str(record["torch"]),
-                    capability=str(record["capability"]), l2_bytes=int(str(record.get("l2_bytes") or 0))))
+                cached["info"] = asdict(
+                    DeviceInfo(
+                        kind="cuda",
+                        name=str(record["device_name"]),
+                        torch_version=str(record["torch"]),
+                        capability=str(record["capability"]),
+                        l2_bytes=int(str(record.get("l2_bytes") or 0)),
+                    )
+                )
             self._write(key, cached)
         self._cuda = DeviceInfo(**cached["info"]) if cached.get("cuda") else None
         self._known = True
@@ -132,8 +149,10 @@ class Prober:
             return cpu_info()
         cuda = self.cuda()
         if cuda is None:
-            raise EvaluatorError("device 'cuda' was requested but no CUDA device is available here "
-                                 "(torch.cuda.is_available() is False); use --device cpu or auto")
+            raise EvaluatorError(
+                "device 'cuda' was requested but no CUDA device is available here "
+                "(torch.cuda.is_available() is False); use --device cpu or auto"
+            )
         return cuda
 
     def resolve(self, device: str) -> str:

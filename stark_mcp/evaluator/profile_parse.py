@@ -26,14 +26,30 @@ from stark_mcp.evaluator.kernels import base_name
 
 STALL_PREFIX = "smsp__average_warp_latency_issue_stalled_"
 STALL_REASONS = (
-    "barrier", "branch_resolving", "dispatch_stall", "drain", "imc_miss", "lg_throttle", "long_scoreboard",
-    "math_pipe_throttle", "membar", "mio_throttle", "misc", "no_instruction", "not_selected", "selected",
-    "short_scoreboard", "sleeping", "tex_throttle", "wait",
+    "barrier",
+    "branch_resolving",
+    "dispatch_stall",
+    "drain",
+    "imc_miss",
+    "lg_throttle",
+    "long_scoreboard",
+    "math_pipe_throttle",
+    "membar",
+    "mio_throttle",
+    "misc",
+    "no_instruction",
+    "not_selected",
+    "selected",
+    "short_scoreboard",
+    "sleeping",
+    "tex_throttle",
+    "wait",
 )
 # "selected" is a warp issuing, not waiting: it is kept out of the stall shares.
 NOT_A_STALL = frozenset({"selected"})
-_FP_OPS = tuple(f"smsp__sass_thread_inst_executed_op_{p}{op}_pred_on.sum"
-                for p in "dfh" for op in ("add", "mul", "fma"))
+_FP_OPS = tuple(
+    f"smsp__sass_thread_inst_executed_op_{p}{op}_pred_on.sum" for p in "dfh" for op in ("add", "mul", "fma")
+)
 
 # The fixed metric set (names recorded on an H100 with ncu 2025; see tests/fixtures/profiles).
 METRICS: tuple[str, ...] = (
@@ -77,8 +93,16 @@ TOP_STALLS = 3
 FP32_LANES = {(7, 0): 64, (7, 5): 64, (8, 0): 64}
 FP32_LANES_DEFAULT = 128  # 8.6, 8.7, 8.9, 9.0, 10.x, 12.x
 _SI = {"": 1.0, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "k": 1e3, "m": 1e-3, "u": 1e-6, "n": 1e-9}
-_TIME_TO_NS = {"ns": 1.0, "nsecond": 1.0, "us": 1e3, "usecond": 1e3, "ms": 1e6, "msecond": 1e6,
-               "s": 1e9, "second": 1e9}
+_TIME_TO_NS = {
+    "ns": 1.0,
+    "nsecond": 1.0,
+    "us": 1e3,
+    "usecond": 1e3,
+    "ms": 1e6,
+    "msecond": 1e6,
+    "s": 1e9,
+    "second": 1e9,
+}
 
 
 class ProfileParseError(ValueError):
@@ -147,7 +171,7 @@ def parse_ncu_raw(text: str) -> tuple[list[dict[str, float | str | None]], list[
     header = rows[0]
     units = rows[1] if len(rows[1]) == len(header) else [""] * len(header)
     out: list[dict[str, float | str | None]] = []
-    for row in rows[2: 2 + MAX_ROWS]:
+    for row in rows[2 : 2 + MAX_ROWS]:
         if len(row) != len(header):
             continue
         record: dict[str, float | str | None] = {}
@@ -185,9 +209,12 @@ def device_peaks(row: Mapping[str, Any]) -> dict[str, Any]:
         width = _get(row, "device__attribute_global_memory_bus_width")
         bandwidth = 2.0 * mem_khz * 1e3 * width / 8.0 if mem_khz and width else None  # double data rate
     name = row.get("device__attribute_display_name")
-    return {"device_name": name if isinstance(name, str) else "", "fp32_flops_per_s": fp32,
-            "dram_bytes_per_s": bandwidth,
-            "fp64_ratio": _get(row, "device__attribute_single_to_double_precision_perf_ratio")}
+    return {
+        "device_name": name if isinstance(name, str) else "",
+        "fp32_flops_per_s": fp32,
+        "dram_bytes_per_s": bandwidth,
+        "fp64_ratio": _get(row, "device__attribute_single_to_double_precision_perf_ratio"),
+    }
 
 
 def launch_from_ncu(row: Mapping[str, Any]) -> dict[str, Any]:
@@ -198,29 +225,36 @@ def launch_from_ncu(row: Mapping[str, Any]) -> dict[str, Any]:
     ops = {p: _ops(row, p) for p in "dfh"}
     stalls = {r: _get(row, f"{STALL_PREFIX}{r}.ratio") for r in STALL_REASONS}
     return {
-        "name": name, "time_ns": _get(row, "gpu__time_duration.sum") or 0.0,
-        "grid": _triple(row.get("Grid Size")), "block": _triple(row.get("Block Size")),
+        "name": name,
+        "time_ns": _get(row, "gpu__time_duration.sum") or 0.0,
+        "grid": _triple(row.get("Grid Size")),
+        "block": _triple(row.get("Block Size")),
         "registers_per_thread": _int(_get(row, "launch__registers_per_thread")),
-        "shared_memory_bytes": None if static is None and dynamic is None
+        "shared_memory_bytes": None
+        if static is None and dynamic is None
         else _int((static or 0) + (dynamic or 0)),
         "theoretical_occupancy_pct": _get(row, "sm__maximum_warps_per_active_cycle_pct"),
         "achieved_occupancy_pct": _get(row, "sm__warps_active.avg.pct_of_peak_sustained_active"),
         "dram_throughput_pct": _get(row, "dram__throughput.avg.pct_of_peak_sustained_elapsed"),
-        "memory_throughput_pct": _get(row,
-                                      "gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed"),
+        "memory_throughput_pct": _get(
+            row, "gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed"
+        ),
         "sm_throughput_pct": _get(row, "sm__throughput.avg.pct_of_peak_sustained_elapsed"),
         "l1_hit_rate_pct": _get(row, "l1tex__t_sector_hit_rate.pct"),
         "l2_hit_rate_pct": _get(row, "lts__t_sector_hit_rate.pct"),
         "stall_weights": {r: v for r, v in stalls.items() if v and r not in NOT_A_STALL},
-        "flops": ops, "dram_bytes": _get(row, "dram__bytes.sum"),
+        "flops": ops,
+        "dram_bytes": _get(row, "dram__bytes.sum"),
         "tensor_instructions": _get(row, "sm__inst_executed_pipe_tensor.sum") or 0.0,
     }
 
 
 def _ops(row: Mapping[str, Any], precision: str) -> float:
     p = f"smsp__sass_thread_inst_executed_op_{precision}"
-    return sum((_get(row, f"{p}{op}_pred_on.sum") or 0.0) * (2.0 if op == "fma" else 1.0)
-               for op in ("add", "mul", "fma"))
+    return sum(
+        (_get(row, f"{p}{op}_pred_on.sum") or 0.0) * (2.0 if op == "fma" else 1.0)
+        for op in ("add", "mul", "fma")
+    )
 
 
 def kernels_from_ncu(text: str) -> dict[str, Any]:
@@ -236,25 +270,43 @@ def kernels_from_ncu(text: str) -> dict[str, Any]:
         time_s = k["time_ns"] / 1e9
         tensor = k["tensor_instructions"] * TENSOR_FLOPS_PER_INSTRUCTION > 0.1 * sum(k["flops"].values())
         out.append(_public(k, total, roofline(k["flops"], k["dram_bytes"], time_s, peaks, tensor)))
-    return {"device_name": peaks["device_name"], "kernels": out, "messages": messages,
-            "total_time_us": total / 1e3, "peaks": peaks}
+    return {
+        "device_name": peaks["device_name"],
+        "kernels": out,
+        "messages": messages,
+        "total_time_us": total / 1e3,
+        "peaks": peaks,
+    }
 
 
 def merge_launches(launches: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
     """Launches of one kernel with one launch shape become one entry: times, work and bytes add up,
     rates and percentages are averaged weighted by time."""
     merged: dict[tuple[Any, ...], dict[str, Any]] = {}
-    weighted = ("theoretical_occupancy_pct", "achieved_occupancy_pct", "dram_throughput_pct",
-                "memory_throughput_pct", "sm_throughput_pct", "l1_hit_rate_pct", "l2_hit_rate_pct")
+    weighted = (
+        "theoretical_occupancy_pct",
+        "achieved_occupancy_pct",
+        "dram_throughput_pct",
+        "memory_throughput_pct",
+        "sm_throughput_pct",
+        "l1_hit_rate_pct",
+        "l2_hit_rate_pct",
+    )
     for launch in launches:
         key = (launch["name"], tuple(launch.get("grid") or ()), tuple(launch.get("block") or ()))
         w = max(launch["time_ns"], 1e-9)
         entry = merged.get(key)
         if entry is None:
-            entry = merged[key] = {**launch, "launches": 0, "time_ns": 0.0,
-                                   "_w": {f: [0.0, 0.0] for f in weighted}, "stall_weights": {},
-                                   "flops": {p: 0.0 for p in "dfh"}, "dram_bytes": None,
-                                   "tensor_instructions": 0.0}
+            entry = merged[key] = {
+                **launch,
+                "launches": 0,
+                "time_ns": 0.0,
+                "_w": {f: [0.0, 0.0] for f in weighted},
+                "stall_weights": {},
+                "flops": {p: 0.0 for p in "dfh"},
+                "dram_bytes": None,
+                "tensor_instructions": 0.0,
+            }
         entry["launches"] += 1
         entry["time_ns"] += launch["time_ns"]
         for f in weighted:
@@ -279,30 +331,49 @@ def merge_launches(launches: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
 def _public(k: dict[str, Any], total_ns: float, roof: dict[str, Any] | None) -> dict[str, Any]:
     weights = k.get("stall_weights") or {}
     stalled = sum(weights.values())
-    stalls = [{"reason": r, "share": v / stalled} for r, v in sorted(weights.items(), key=lambda kv: -kv[1])
-              [:TOP_STALLS]] if stalled > 0 else []
+    stalls = (
+        [
+            {"reason": r, "share": v / stalled}
+            for r, v in sorted(weights.items(), key=lambda kv: -kv[1])[:TOP_STALLS]
+        ]
+        if stalled > 0
+        else []
+    )
     return {
-        "name": k["name"][:MAX_NAME], "short_name": base_name(k["name"])[:MAX_NAME],
+        "name": k["name"][:MAX_NAME],
+        "short_name": base_name(k["name"])[:MAX_NAME],
         "launches": k["launches"],
-        "time_us": k["time_ns"] / 1e3, "share": k["time_ns"] / total_ns if total_ns > 0 else 0.0,
-        "grid": k.get("grid"), "block": k.get("block"), "registers_per_thread": k.get("registers_per_thread"),
+        "time_us": k["time_ns"] / 1e3,
+        "share": k["time_ns"] / total_ns if total_ns > 0 else 0.0,
+        "grid": k.get("grid"),
+        "block": k.get("block"),
+        "registers_per_thread": k.get("registers_per_thread"),
         "shared_memory_bytes": k.get("shared_memory_bytes"),
         "theoretical_occupancy_pct": k.get("theoretical_occupancy_pct"),
         "achieved_occupancy_pct": k.get("achieved_occupancy_pct"),
         "dram_throughput_pct": k.get("dram_throughput_pct"),
         "memory_throughput_pct": k.get("memory_throughput_pct"),
-        "sm_throughput_pct": k.get("sm_throughput_pct"), "l1_hit_rate_pct": k.get("l1_hit_rate_pct"),
-        "l2_hit_rate_pct": k.get("l2_hit_rate_pct"), "stalls": stalls, "roofline": roof,
-        "bound": bound(k.get("sm_throughput_pct"),
-                       k.get("memory_throughput_pct") or k.get("dram_throughput_pct")),
+        "sm_throughput_pct": k.get("sm_throughput_pct"),
+        "l1_hit_rate_pct": k.get("l1_hit_rate_pct"),
+        "l2_hit_rate_pct": k.get("l2_hit_rate_pct"),
+        "stalls": stalls,
+        "roofline": roof,
+        "bound": bound(
+            k.get("sm_throughput_pct"), k.get("memory_throughput_pct") or k.get("dram_throughput_pct")
+        ),
     }
 
 
 # ---- the roofline --------------------------------------------------------------------------------
 
 
-def roofline(flops: Mapping[str, float], dram_bytes: float | None, time_s: float, peaks: Mapping[str, Any],
-             tensor_core: bool = False) -> dict[str, Any] | None:
+def roofline(
+    flops: Mapping[str, float],
+    dram_bytes: float | None,
+    time_s: float,
+    peaks: Mapping[str, Any],
+    tensor_core: bool = False,
+) -> dict[str, Any] | None:
     """Arithmetic intensity and achieved vs attainable FLOP/s on the roof of the kernel's dominant
     precision (FP64 at the device's FP32/FP64 ratio, FP16 at twice FP32: an approximation)."""
     total = sum(flops.values())
@@ -330,10 +401,19 @@ def roofline(flops: Mapping[str, float], dram_bytes: float | None, time_s: float
         fraction = dram_bytes / time_s / bandwidth
     elif side == "compute" and peak:
         fraction = achieved / peak
-    return {"flops": total, "dram_bytes": dram_bytes, "arithmetic_intensity": intensity,
-            "achieved_flops_per_s": achieved, "peak_flops_per_s": peak, "peak_dram_bytes_per_s": bandwidth,
-            "ridge_point": ridge, "attainable_flops_per_s": attainable, "achieved_fraction": fraction,
-            "side": side, "tensor_core": tensor_core}
+    return {
+        "flops": total,
+        "dram_bytes": dram_bytes,
+        "arithmetic_intensity": intensity,
+        "achieved_flops_per_s": achieved,
+        "peak_flops_per_s": peak,
+        "peak_dram_bytes_per_s": bandwidth,
+        "ridge_point": ridge,
+        "attainable_flops_per_s": attainable,
+        "achieved_fraction": fraction,
+        "side": side,
+        "tensor_core": tensor_core,
+    }
 
 
 def bound(sm_pct: float | None, memory_pct: float | None) -> str | None:
@@ -365,12 +445,16 @@ def kernels_from_torch(launches: Iterable[Any]) -> dict[str, Any]:
         us = item.get("us")
         if not isinstance(us, (int, float)) or not math.isfinite(us) or us < 0:
             continue
-        parsed.append({
-            "name": item["name"][:MAX_NAME], "time_ns": float(us) * 1e3,
-            "grid": _list3(item.get("grid")), "block": _list3(item.get("block")),
-            "registers_per_thread": _int(item.get("registers")),
-            "shared_memory_bytes": _int(item.get("shared_memory")),
-        })
+        parsed.append(
+            {
+                "name": item["name"][:MAX_NAME],
+                "time_ns": float(us) * 1e3,
+                "grid": _list3(item.get("grid")),
+                "block": _list3(item.get("block")),
+                "registers_per_thread": _int(item.get("registers")),
+                "shared_memory_bytes": _int(item.get("shared_memory")),
+            }
+        )
     kernels = merge_launches(parsed)
     total = sum(k["time_ns"] for k in kernels)
     return {"kernels": [_public(k, total, None) for k in kernels], "total_time_us": total / 1e3}

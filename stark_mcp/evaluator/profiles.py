@@ -15,15 +15,16 @@ from stark_mcp.evaluator.kernels import own_kernel_names
 from stark_mcp.evaluator.profile_parse import ProfileParseError, kernels_from_ncu, kernels_from_torch
 from stark_mcp.records import ProfileReport
 
-NO_COUNTERS = ("the torch profiler's kernel list (names, device times, launch shapes); no hardware counters")
+NO_COUNTERS = "the torch profiler's kernel list (names, device times, launch shapes); no hardware counters"
 
 
 def unavailable(reason: str, seconds: float = 0.0, shape: str = "") -> ProfileReport:
     return ProfileReport(source="none", reason=reason[:2000], seconds=round(seconds, 3), shape=shape)
 
 
-def from_answer(answer: dict[str, Any], source: str | None, launch_limit: int,
-                seconds: float) -> ProfileReport:
+def from_answer(
+    answer: dict[str, Any], source: str | None, launch_limit: int, seconds: float
+) -> ProfileReport:
     """The worker's ``profile`` answer: Nsight Compute's report, the torch profiler's list, or why
     there is neither. ``source`` (the candidate's code; None for the reference) marks own kernels."""
     shape = str(answer.get("shape", ""))[:200]
@@ -36,10 +37,17 @@ def from_answer(answer: dict[str, Any], source: str | None, launch_limit: int,
             truncated = sum(k["launches"] for k in parsed["kernels"]) >= launch_limit
             if truncated:
                 notes.append(f"only the first {launch_limit} kernel launches of the forward were profiled")
-            report = ProfileReport(source="ncu", reason=reason, device_name=parsed["device_name"],
-                                   shape=shape, kernels=parsed["kernels"],
-                                   total_time_us=parsed["total_time_us"], truncated=truncated,
-                                   seconds=round(seconds, 3), notes=notes)
+            report = ProfileReport(
+                source="ncu",
+                reason=reason,
+                device_name=parsed["device_name"],
+                shape=shape,
+                kernels=parsed["kernels"],
+                total_time_us=parsed["total_time_us"],
+                truncated=truncated,
+                seconds=round(seconds, 3),
+                notes=notes,
+            )
         elif kind == "torch_profiler":
             listed = answer.get("launches") or answer.get("kernels") or []
             report = from_kernels(listed, reason, shape, seconds)
@@ -56,9 +64,15 @@ def from_kernels(kernels: list[Any], reason: str, shape: str = "", seconds: floa
     if not parsed["kernels"]:
         said = (reason + "; " if reason else "") + "the torch profiler saw no kernel"
         return unavailable(said, seconds, shape)
-    return ProfileReport(source="torch_profiler", reason=reason, shape=shape, kernels=parsed["kernels"],
-                         total_time_us=parsed["total_time_us"], seconds=round(seconds, 3),
-                         notes=[NO_COUNTERS])
+    return ProfileReport(
+        source="torch_profiler",
+        reason=reason,
+        shape=shape,
+        kernels=parsed["kernels"],
+        total_time_us=parsed["total_time_us"],
+        seconds=round(seconds, 3),
+        notes=[NO_COUNTERS],
+    )
 
 
 def mark_own(report: ProfileReport, source: str | None) -> ProfileReport:

@@ -33,7 +33,7 @@ def first_report(text: str) -> str | None:
     """The first error block of a memcheck log (backtrace cut short), plus its error summary; None
     when the log holds no error."""
     lines = [line.rstrip() for line in text.splitlines() if line.startswith(PREFIX)]
-    body = [line[len(PREFIX):] for line in lines]
+    body = [line[len(PREFIX) :] for line in lines]
     start = None
     for i, line in enumerate(body):
         stripped = line.strip()
@@ -46,7 +46,7 @@ def first_report(text: str) -> str | None:
         return None
     block = [PREFIX + body[start]]
     frames = 0
-    for line in body[start + 1:]:
+    for line in body[start + 1 :]:
         if not line.strip() or not line.startswith(" " * 2):
             break  # a blank separator or the next headline
         if "Host Frame" in line:

@@ -24,23 +24,29 @@ from stark_mcp.evaluator.builds import BuildCache
 from stark_mcp.evaluator.cache import BaselineCache, ResultCache
 from stark_mcp.evaluator.errors import EvaluatorError
 from stark_mcp.evaluator.integrity import Integrity
+from stark_mcp.evaluator.outside_tools import ToolPaths
 from stark_mcp.evaluator.probe import DeviceInfo, Prober
 from stark_mcp.evaluator.sandbox.cgroups import remove_own, sweep_stale
-from stark_mcp.evaluator.sandbox.levels import IsolationInfo, detect
+from stark_mcp.evaluator.sandbox.levels import IsolationInfo, IsolationUnavailable, SandboxPolicy, detect
 from stark_mcp.evaluator.sanitizer_report import first_report, is_memory_error
 from stark_mcp.evaluator.settings import BASELINE_NAMES, EvalSettings
 from stark_mcp.evaluator.static_checks import check_candidate
 from stark_mcp.evaluator.stats import timing_stats
 from stark_mcp.evaluator.workers import WorkerClient, WorkerCrashed, problem_frame
-from stark_mcp.problems import Problem, ProblemError
-from stark_mcp.problems.record import source_hash
+from stark_mcp.problems import Problem, ProblemError, source_hash
+from stark_mcp.progress import Progress
 from stark_mcp.records import Evaluation, ProfileReport, Status, TimingStats
 
-Progress = Callable[[float, float | None, str], Awaitable[None]]
-_STEPS = {"build": 1.0, "load": 2.0, "correctness": 3.0, "timing": 4.0, "baselines": 4.5, "profile": 4.8,
-          "sanitizer": 4.8}
+_STEPS = {
+    "build": 1.0,
+    "load": 2.0,
+    "correctness": 3.0,
+    "timing": 4.0,
+    "baselines": 4.5,
+    "profile": 4.8,
+    "sanitizer": 4.8,
+}
 _TOTAL = 5.0
-NO_NCU = "Nsight Compute (ncu) is not installed on this machine"
 STALE_BASELINE = 0.10  # a cached compile baseline is used only if eager now agrees with eager then
 
 
@@ -63,9 +69,18 @@ class _Staged:
 class Evaluator:
     """Async context manager; see docs/evaluator.md for the contract."""
 
-    def __init__(self, cache_dir: Path, settings: EvalSettings | None = None,
-                 build_workers: int | None = None, hidden: list[Path] | None = None) -> None:
+    def __init__(
+        self,
+        cache_dir: Path,
+        settings: EvalSettings | None = None,
+        build_workers: int | None = None,
+        hidden: list[Path] | None = None,
+        policy: SandboxPolicy | None = None,
+        tool_paths: ToolPaths | None = None,
+    ) -> None:
         self.cache_dir = Path(cache_dir)
+        self.policy = policy or SandboxPolicy()
+        self.tool_paths = tool_paths or ToolPaths()  # Nsight Compute and compute-sanitizer, for profiles
         self.settings = settings or EvalSettings()
         self.prober = Prober(self.cache_dir)
         self.integrity = Integrity(self.cache_dir)
@@ -106,13 +121,18 @@ class Evaluator:
 
     async def isolation(self) -> IsolationInfo:
         if self._isolation is None:
-            self._isolation = await asyncio.to_thread(detect)
+            try:
+                self._isolation = await asyncio.to_thread(detect, self.policy)
+            except IsolationUnavailable as exc:
+                raise EvaluatorError(str(exc)) from None
         return self._isolation
 
     def _worker(self, info: DeviceInfo) -> WorkerClient:
         key = f"{info.kind}:{info.name}"
         if key not in self._workers:
-            self._workers[key] = WorkerClient(info.kind, 0 if info.kind == "cuda" else None, self.hidden)
+            self._workers[key] = WorkerClient(
+                info.kind, 0 if info.kind == "cuda" else None, self.hidden, self.policy, self.tool_paths
+            )
         return self._workers[key]
 
     # -- problems ------------------------------------------------------------------------------------
@@ -123,21 +143,38 @@ class Evaluator:
         visible = [str(p) for p in getattr(problem, "import_roots", ())]
         return problem_frame(problem.hash, problem.name, path, settings.worker_dict(), visible)
 
-    async def _command(self, info: DeviceInfo, problem: Problem, settings: EvalSettings, frame: dict[str, Any],
-                       expect: set[str], timeout: float, progress: Any = None) -> dict[str, Any]:
+    async def _command(
+        self,
+        info: DeviceInfo,
+        problem: Problem,
+        settings: EvalSettings,
+        frame: dict[str, Any],
+        expect: set[str],
+        timeout: float,
+        progress: Any = None,
+    ) -> dict[str, Any]:
         """One worker command, retried once on a fresh worker if the first one crashed."""
         worker = self._worker(info)
         for attempt in (1, 2):
             try:
-                answer = await worker.command(frame, expect=expect | {"problem_error"}, timeout=timeout,
-                                              on_progress=progress, problem=self._problem_frame(problem, settings))
+                answer = await worker.command(
+                    frame,
+                    expect=expect | {"problem_error"},
+                    timeout=timeout,
+                    on_progress=progress,
+                    problem=self._problem_frame(problem, settings),
+                )
             except WorkerCrashed as exc:
                 if attempt == 2:
-                    raise EvaluatorError(f"the evaluator's worker for {info.kind} failed twice: {exc}") from None
+                    raise EvaluatorError(
+                        f"the evaluator's worker for {info.kind} failed twice: {exc}"
+                    ) from None
                 continue
             if answer.get("kind") == "problem_error":
-                raise ProblemError(f"{problem.name}: {answer.get('step')} failed: {answer.get('message')}\n"
-                                   + str(answer.get("traceback", ""))[-2000:])
+                raise ProblemError(
+                    f"{problem.name}: {answer.get('step')} failed: {answer.get('message')}\n"
+                    + str(answer.get("traceback", ""))[-2000:]
+                )
             return answer
         raise AssertionError("unreachable")
 
@@ -150,29 +187,49 @@ class Evaluator:
                 answer = await worker.load(self._problem_frame(problem, self.settings))
             except WorkerCrashed as exc:
                 if attempt == 2:
-                    raise EvaluatorError(f"the evaluator's worker for {info.kind} failed twice: {exc}") from None
+                    raise EvaluatorError(
+                        f"the evaluator's worker for {info.kind} failed twice: {exc}"
+                    ) from None
                 continue
             if answer.get("kind") == "problem_error":
-                raise ProblemError(f"{problem.name}: {answer.get('step')} failed: {answer.get('message')}\n"
-                                   + str(answer.get("traceback", ""))[-2000:])
+                raise ProblemError(
+                    f"{problem.name}: {answer.get('step')} failed: {answer.get('message')}\n"
+                    + str(answer.get("traceback", ""))[-2000:]
+                )
             return
 
     # -- baselines -----------------------------------------------------------------------------------
-    async def baselines(self, problem: Problem, device: str = "auto", which: list[str] | tuple[str, ...] | None = None,
-                        progress: Progress | None = None) -> dict[str, TimingStats]:
+    async def baselines(
+        self,
+        problem: Problem,
+        device: str = "auto",
+        which: list[str] | tuple[str, ...] | None = None,
+        progress: Progress | None = None,
+    ) -> dict[str, TimingStats]:
         info = await self._device(device)
-        entries = await self._baseline_entries(problem, info, which, self.settings, progress, time_missing=True)
+        entries = await self._baseline_entries(
+            problem, info, which, self.settings, progress, time_missing=True
+        )
         return {n: assemble.aggregate(list(per.values())) for n, per in _shape_stats(entries).items()}
 
-    async def _baseline_entries(self, problem: Problem, info: DeviceInfo, which: Any, settings: EvalSettings,
-                                progress: Progress | None, time_missing: bool,
-                                stale: set[str] = frozenset()) -> dict[str, dict[str, Any]]:  # type: ignore[assignment]
+    async def _baseline_entries(
+        self,
+        problem: Problem,
+        info: DeviceInfo,
+        which: Any,
+        settings: EvalSettings,
+        progress: Progress | None,
+        time_missing: bool,
+        stale: set[str] = frozenset(),
+    ) -> dict[str, dict[str, Any]]:  # type: ignore[assignment]
         names = list(settings.baselines if which is None else which)
         unknown = [n for n in names if n not in BASELINE_NAMES]
         if unknown:
             raise EvaluatorError(f"unknown baseline(s) {unknown}; choose from {list(BASELINE_NAMES)}")
         isolation = await self.isolation()
-        cache = BaselineCache(self.cache_dir / "baselines", self.integrity, reuse=isolation.level != "process")
+        cache = BaselineCache(
+            self.cache_dir / "baselines", self.integrity, reuse=isolation.level != "process"
+        )
         path = cache.path(problem.hash, info.name, info.torch_version, settings.timing_hash)
         lock = self._baseline_locks.setdefault(path, asyncio.Lock())
         async with lock:
@@ -186,23 +243,46 @@ class Evaluator:
                 cache.store(path, entries)
         return {n: entries[n] for n in names if n in entries}
 
-    async def _time_baseline(self, problem: Problem, info: DeviceInfo, name: str, settings: EvalSettings) -> dict[str, Any]:
-        answer = await self._command(info, problem, settings, {"cmd": "baseline", "key": problem.hash, "name": name,
-                                                               "settings": settings.worker_dict()},
-                                     {"baseline", "baseline_missing"}, settings.baseline_timeout_s + 120)
+    async def _time_baseline(
+        self, problem: Problem, info: DeviceInfo, name: str, settings: EvalSettings
+    ) -> dict[str, Any]:
+        answer = await self._command(
+            info,
+            problem,
+            settings,
+            {"cmd": "baseline", "key": problem.hash, "name": name, "settings": settings.worker_dict()},
+            {"baseline", "baseline_missing"},
+            settings.baseline_timeout_s + 120,
+        )
         if answer.get("kind") == "baseline_missing":
             return {"missing": str(answer.get("message", ""))[:3000]}
         try:
-            shapes = [{"label": str(s["label"]), "stats": timing_stats(s["samples_ms"]).model_dump(mode="json"),
-                       "eager": timing_stats(s["eager_ms"]).model_dump(mode="json")} for s in answer["shapes"]]
+            shapes = [
+                {
+                    "label": str(s["label"]),
+                    "stats": timing_stats(s["samples_ms"]).model_dump(mode="json"),
+                    "eager": timing_stats(s["eager_ms"]).model_dump(mode="json"),
+                }
+                for s in answer["shapes"]
+            ]
         except (KeyError, TypeError, ValueError) as exc:
             return {"missing": f"{name}: invalid timing answer: {exc}"}
-        return {"shapes": shapes, "mode": str(answer.get("mode", name)), "first_calls_s": answer.get("first_calls_s")}
+        return {
+            "shapes": shapes,
+            "mode": str(answer.get("mode", name)),
+            "first_calls_s": answer.get("first_calls_s"),
+        }
 
     # -- evaluation ----------------------------------------------------------------------------------
-    async def evaluate(self, problem: Problem, source: str, device: str = "auto",
-                       settings: EvalSettings | None = None, progress: Progress | None = None,
-                       use_cache: bool = True) -> Evaluation:
+    async def evaluate(
+        self,
+        problem: Problem,
+        source: str,
+        device: str = "auto",
+        settings: EvalSettings | None = None,
+        progress: Progress | None = None,
+        use_cache: bool = True,
+    ) -> Evaluation:
         s = settings or self.settings
         info = await self._device(device)
         isolation = await self.isolation()
@@ -220,7 +300,9 @@ class Evaluator:
                 return hit.model_copy(update={"cached": True})
         shared = self._inflight.get(key)
         if shared is None:
-            task = asyncio.create_task(self._evaluate_uncached(problem, source, info, s, progress, results, key))
+            task = asyncio.create_task(
+                self._evaluate_uncached(problem, source, info, s, progress, results, key)
+            )
             shared = self._inflight[key] = _Shared(task)
             task.add_done_callback(lambda _t, k=key, sh=shared: self._forget(k, sh))
         shared.waiters += 1
@@ -238,11 +320,24 @@ class Evaluator:
         if self._inflight.get(key) is shared:
             del self._inflight[key]
 
-    async def _evaluate_uncached(self, problem: Problem, source: str, info: DeviceInfo, s: EvalSettings,
-                                 progress: Progress | None, results: ResultCache, key: tuple[str, ...]) -> Evaluation:
+    async def _evaluate_uncached(
+        self,
+        problem: Problem,
+        source: str,
+        info: DeviceInfo,
+        s: EvalSettings,
+        progress: Progress | None,
+        results: ResultCache,
+        key: tuple[str, ...],
+    ) -> Evaluation:
         started = time.monotonic()
-        base = {"device": info.kind, "device_name": info.name, "problem_hash": problem.hash,
-                "source_hash": key[1], "settings_hash": s.settings_hash}
+        base = {
+            "device": info.kind,
+            "device_name": info.name,
+            "problem_hash": problem.hash,
+            "source_hash": key[1],
+            "settings_hash": s.settings_hash,
+        }
 
         async def note(message: str) -> None:
             if progress is not None:
@@ -251,11 +346,13 @@ class Evaluator:
         static = check_candidate(source)
         phase_seconds: dict[str, float] = {}
         if static.status is not None:
-            evaluation = Evaluation(status=static.status, reason=static.reason, message=static.message,
-                                    flags=static.flags, **base)
+            evaluation = Evaluation(
+                status=static.status, reason=static.reason, message=static.message, flags=static.flags, **base
+            )
         else:
-            evaluation = await self._device_evaluation(problem, source, info, s, note, static.needs_build,
-                                                       base, phase_seconds)
+            evaluation = await self._device_evaluation(
+                problem, source, info, s, note, static.needs_build, base, phase_seconds
+            )
             evaluation = evaluation.model_copy(update={"flags": static.flags + evaluation.flags})
         wall = time.monotonic() - started
         accounted = sum(evaluation.phase_seconds.values())
@@ -267,8 +364,16 @@ class Evaluator:
         await asyncio.to_thread(results.put, key, evaluation)
         return evaluation
 
-    async def _stage(self, source: str, digest: str, info: DeviceInfo, s: EvalSettings, needs_build: bool,
-                     note: Callable[[str], Awaitable[None]], phase_seconds: dict[str, float]) -> _Staged:
+    async def _stage(
+        self,
+        source: str,
+        digest: str,
+        info: DeviceInfo,
+        s: EvalSettings,
+        needs_build: bool,
+        note: Callable[[str], Awaitable[None]],
+        phase_seconds: dict[str, float],
+    ) -> _Staged:
         """Build the candidate if it needs it and write its file: what a worker's job frame names."""
         isolation = await self.isolation()
         staged = _Staged(job={})
@@ -281,21 +386,37 @@ class Evaluator:
             phase_seconds["build"] = round(time.monotonic() - t0, 3)
             if not outcome.ok:
                 assert outcome.status is not None
-                staged.failure = Evaluation(status=outcome.status, reason=outcome.reason,
-                                            message=outcome.message, logs=outcome.logs,
-                                            phase_seconds=phase_seconds)
+                staged.failure = Evaluation(
+                    status=outcome.status,
+                    reason=outcome.reason,
+                    message=outcome.message,
+                    logs=outcome.logs,
+                    phase_seconds=phase_seconds,
+                )
                 return staged
             staged.deferred, staged.logs = outcome.deferred, outcome.logs
             build_dir = str(self.builds.directory(digest))
         source_path = self._tmp / f"candidate-{digest}.py"
         source_path.write_text(source, encoding="utf-8")
-        staged.job = {"source_path": str(source_path), "build_dir": build_dir, "deferred": staged.deferred,
-                      "build_in_place": isolation.level != "sandbox"}
+        staged.job = {
+            "source_path": str(source_path),
+            "build_dir": build_dir,
+            "deferred": staged.deferred,
+            "build_in_place": isolation.level != "sandbox",
+        }
         return staged
 
-    async def _device_evaluation(self, problem: Problem, source: str, info: DeviceInfo, s: EvalSettings,
-                                 note: Callable[[str], Awaitable[None]], needs_build: bool, base: dict[str, Any],
-                                 phase_seconds: dict[str, float]) -> Evaluation:
+    async def _device_evaluation(
+        self,
+        problem: Problem,
+        source: str,
+        info: DeviceInfo,
+        s: EvalSettings,
+        note: Callable[[str], Awaitable[None]],
+        needs_build: bool,
+        base: dict[str, Any],
+        phase_seconds: dict[str, float],
+    ) -> Evaluation:
         digest = base["source_hash"]
         staged = await self._stage(source, digest, info, s, needs_build, note, phase_seconds)
         if staged.failure is not None:
@@ -305,16 +426,27 @@ class Evaluator:
         async def on_progress(frame: dict[str, Any]) -> None:
             await note(str(frame.get("phase", "")))
 
-        frame = {"cmd": "evaluate", "id": digest, "key": problem.hash, "settings": s.worker_dict(),
-                 "job": staged.job}
-        budget = (s.load_timeout_s + s.correctness_timeout_s + s.timing_timeout_s + 300
-                  + (s.build_timeout_s if deferred else 0.0))
+        frame = {
+            "cmd": "evaluate",
+            "id": digest,
+            "key": problem.hash,
+            "settings": s.worker_dict(),
+            "job": staged.job,
+        }
+        budget = (
+            s.load_timeout_s
+            + s.correctness_timeout_s
+            + s.timing_timeout_s
+            + 300
+            + (s.build_timeout_s if deferred else 0.0)
+        )
         t0 = time.monotonic()
         answer = await self._command(info, problem, s, frame, {"result"}, budget, on_progress)
         result = assemble.parse(answer)
         result.phase_seconds = {**phase_seconds, **result.phase_seconds}
-        result.phase_seconds["queue_and_transfer"] = round(max(0.0, time.monotonic() - t0
-                                                                - sum(assemble.parse(answer).phase_seconds.values())), 3)
+        result.phase_seconds["queue_and_transfer"] = round(
+            max(0.0, time.monotonic() - t0 - sum(assemble.parse(answer).phase_seconds.values())), 3
+        )
         if deferred:
             result.flags.append("build_deferred")
         extra: dict[str, dict[str, TimingStats]] = {}
@@ -339,9 +471,17 @@ class Evaluator:
         return evaluation.model_copy(update=update)
 
     # -- after the verdict: profile and sanitizer (GPU; never change the verdict or a time) ------------
-    async def _after_verdict(self, problem: Problem, source: str, info: DeviceInfo, s: EvalSettings,
-                             note: Callable[[str], Awaitable[None]], job: dict[str, Any],
-                             result: assemble.WorkerResult, evaluation: Evaluation) -> dict[str, Any]:
+    async def _after_verdict(
+        self,
+        problem: Problem,
+        source: str,
+        info: DeviceInfo,
+        s: EvalSettings,
+        note: Callable[[str], Awaitable[None]],
+        job: dict[str, Any],
+        result: assemble.WorkerResult,
+        evaluation: Evaluation,
+    ) -> dict[str, Any]:
         phases = dict(evaluation.phase_seconds)
         if evaluation.passed and s.profile:
             await note("profile")
@@ -362,23 +502,35 @@ class Evaluator:
             return {"phase_seconds": phases, "logs": {"compute-sanitizer": found}}
         return {}
 
-    async def _profile_job(self, problem: Problem, source: str | None, info: DeviceInfo, s: EvalSettings,
-                           job: dict[str, Any] | None, listed: list[Any] | None = None,
-                           label: str = "") -> ProfileReport:
+    async def _profile_job(
+        self,
+        problem: Problem,
+        source: str | None,
+        info: DeviceInfo,
+        s: EvalSettings,
+        job: dict[str, Any] | None,
+        listed: list[Any] | None = None,
+        label: str = "",
+    ) -> ProfileReport:
         """Nsight Compute's profile through the worker. With ``listed`` (the evaluation's own torch
         profile) the worker runs no fallback of its own: that list is the fallback."""
         started = time.monotonic()
         tools = self._worker(info).hello.get("tools") or {}
         if listed is not None and not tools.get("ncu"):
-            report = profiles.from_kernels(listed, NO_NCU, label)
+            report = profiles.from_kernels(listed, self.tool_paths.missing("ncu"), label)
             return profiles.mark_own(report, source)
-        frame: dict[str, Any] = {"cmd": "profile", "key": problem.hash, "settings": s.worker_dict(),
-                                 "fallback": listed is None}
+        frame: dict[str, Any] = {
+            "cmd": "profile",
+            "key": problem.hash,
+            "settings": s.worker_dict(),
+            "fallback": listed is None,
+        }
         frame.update({"reference": True} if job is None else {"job": job})
         try:
             deferred = s.build_timeout_s if job and job.get("deferred") else 0.0
-            answer = await self._command(info, problem, s, frame, {"profile"},
-                                         2 * (s.profile_timeout_s + deferred) + 120)
+            answer = await self._command(
+                info, problem, s, frame, {"profile"}, 2 * (s.profile_timeout_s + deferred) + 120
+            )
         except EvaluatorError as exc:
             answer = {"source": "none", "reason": f"the profiling worker failed: {exc}", "shape": label}
         seconds = time.monotonic() - started
@@ -388,27 +540,37 @@ class Evaluator:
             report = profiles.mark_own(fallback, source)
         return report
 
-    async def _sanitize_job(self, problem: Problem, info: DeviceInfo, s: EvalSettings,
-                            job: dict[str, Any]) -> str:
+    async def _sanitize_job(
+        self, problem: Problem, info: DeviceInfo, s: EvalSettings, job: dict[str, Any]
+    ) -> str:
         """compute-sanitizer's first report on a candidate that failed with a memory error, or why
         there is none (the debug agent reads it as a log)."""
         frame = {"cmd": "sanitize", "key": problem.hash, "settings": s.worker_dict(), "job": job}
         try:
             deferred = s.build_timeout_s if job.get("deferred") else 0.0
-            answer = await self._command(info, problem, s, frame, {"sanitized"},
-                                         s.sanitize_timeout_s + deferred + 120)
+            answer = await self._command(
+                info, problem, s, frame, {"sanitized"}, s.sanitize_timeout_s + deferred + 120
+            )
         except EvaluatorError as exc:
             return f"compute-sanitizer could not run: {exc}"[:2000]
         found = first_report(str(answer.get("report", "")))
         if found:
             return found
         reason = str(answer.get("reason") or "")
-        return ("compute-sanitizer memcheck reported no error" + (f" ({reason})" if reason else "")
-                + ": the fault may depend on timing or on memory torch's caching allocator owns")[:2000]
+        return (
+            "compute-sanitizer memcheck reported no error"
+            + (f" ({reason})" if reason else "")
+            + ": the fault may depend on timing or on memory torch's caching allocator owns"
+        )[:2000]
 
-    async def profile(self, problem: Problem, source: str | None, device: str = "auto",
-                      settings: EvalSettings | None = None,
-                      progress: Progress | None = None) -> ProfileReport:
+    async def profile(
+        self,
+        problem: Problem,
+        source: str | None,
+        device: str = "auto",
+        settings: EvalSettings | None = None,
+        progress: Progress | None = None,
+    ) -> ProfileReport:
         """A profile of ``source`` (None: the problem's reference ``Model``) on demand: Nsight
         Compute's counters per kernel, else the torch profiler's kernel list. Never raises for the
         candidate or the machine: a CPU device, a candidate that does not build, a missing tool all
@@ -430,8 +592,10 @@ class Evaluator:
                 return profiles.unavailable(f"the candidate cannot be profiled: {static.message}")
             staged = await self._stage(source, source_hash(source), info, s, static.needs_build, note, {})
             if staged.failure is not None:
-                return profiles.unavailable(f"the candidate does not build: {staged.failure.message[:1500]}",
-                                            time.monotonic() - started)
+                return profiles.unavailable(
+                    f"the candidate does not build: {staged.failure.message[:1500]}",
+                    time.monotonic() - started,
+                )
             job = staged.job
         await note("profile")
         report = await self._profile_job(problem, source, info, s, job)
@@ -440,22 +604,30 @@ class Evaluator:
             await progress(2.0, 2.0, f"profile: {report.source}")
         return report
 
-    async def _compile_baselines(self, problem: Problem, info: DeviceInfo, s: EvalSettings,
-                                 result: assemble.WorkerResult) -> dict[str, dict[str, TimingStats]]:
+    async def _compile_baselines(
+        self, problem: Problem, info: DeviceInfo, s: EvalSettings, result: assemble.WorkerResult
+    ) -> dict[str, dict[str, TimingStats]]:
         """Cached compile baselines, re-timed when eager then and eager now disagree."""
         names = [n for n in s.baselines if n != "eager"]
         if not names:
             return {}
-        eager_now = {sh.label: timing_stats(sh.baseline_ms).median_ms for sh in result.shapes if sh.baseline_ms}
+        eager_now = {
+            sh.label: timing_stats(sh.baseline_ms).median_ms for sh in result.shapes if sh.baseline_ms
+        }
         entries = await self._baseline_entries(problem, info, names, s, None, time_missing=True)
         stale = {n for n, e in entries.items() if not _agrees(e, eager_now)}
         if stale:
-            entries.update(await self._baseline_entries(problem, info, sorted(stale), s, None, time_missing=True,
-                                                        stale=stale))
+            entries.update(
+                await self._baseline_entries(
+                    problem, info, sorted(stale), s, None, time_missing=True, stale=stale
+                )
+            )
             for name in sorted(stale):
                 if not _agrees(entries.get(name, {}), eager_now):
-                    result.findings.append(f"{name}: the cached and re-timed figures both disagree with eager "
-                                           "measured beside the candidate by more than 10%")
+                    result.findings.append(
+                        f"{name}: the cached and re-timed figures both disagree with eager "
+                        "measured beside the candidate by more than 10%"
+                    )
         return _shape_stats(entries)
 
 

@@ -9,7 +9,15 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 BASELINE_NAMES = ("eager", "compile_default", "compile_max_autotune", "compile_max_autotune_no_cudagraphs")
 DEFAULT_BASELINES = ("eager", "compile_default", "compile_max_autotune")
-TIMING_FIELDS = ("warmup_s", "min_calls", "min_time_s", "max_time_s", "max_calls", "input_sets", "cpu_threads")
+TIMING_FIELDS = (
+    "warmup_s",
+    "min_calls",
+    "min_time_s",
+    "max_time_s",
+    "max_calls",
+    "input_sets",
+    "cpu_threads",
+)
 # Steps that run after the verdict and never change it or a time: outside the settings hash, so
 # turning them on or off reuses cached results (a cached GPU result without a profile gets one).
 ADVISORY_FIELDS = ("profile", "profile_timeout_s", "profile_max_kernels", "sanitize", "sanitize_timeout_s")
@@ -39,12 +47,16 @@ class EvalSettings(BaseModel):
     fallback_tolerance: float = Field(1e-4, gt=0)
     min_own_kernel_share: float = Field(0.5, ge=0, le=1)
     implausible_speedup: float = Field(10.0, gt=1)
-    profile: bool = Field(True, description="GPU: profile the kernels of every passing candidate (ncu, else "
-                          "the torch profiler's kernel list)")
+    profile: bool = Field(
+        True,
+        description="GPU: profile the kernels of every passing candidate (ncu, else "
+        "the torch profiler's kernel list)",
+    )
     profile_timeout_s: float = Field(90.0, gt=0, description="one profile run, tool start and report in")
     profile_max_kernels: int = Field(40, ge=1, le=1000, description="kernel launches Nsight Compute replays")
-    sanitize: bool = Field(True, description="GPU: run compute-sanitizer memcheck on candidates that fail "
-                           "with a memory error")
+    sanitize: bool = Field(
+        True, description="GPU: run compute-sanitizer memcheck on candidates that fail with a memory error"
+    )
     sanitize_timeout_s: float = Field(120.0, gt=0)
 
     @field_validator("baselines")

@@ -6,8 +6,8 @@ import ast
 import re
 from dataclasses import dataclass, field
 
-from stark_mcp.records import Status
 from stark_mcp.problems.loading import top_level_names
+from stark_mcp.records import Status
 
 _BUILD_MARKERS = ("load_inline", "cpp_extension")
 _FAST_MATH = re.compile(r"""['"]-{1,2}use_fast_math['"]""")
@@ -47,7 +47,8 @@ def check_candidate(source: str) -> StaticResult:
     except SyntaxError as exc:
         result.status, result.reason = Status.LOAD_ERROR, "syntax"
         result.message = f"syntax error at line {exc.lineno}: {exc.msg}" + (
-            f"\n    {exc.text.rstrip()}" if exc.text else "")
+            f"\n    {exc.text.rstrip()}" if exc.text else ""
+        )
         return result
     if "ModelNew" not in top_level_names(tree):
         result.status, result.reason = Status.LOAD_ERROR, "no_model_new"
@@ -56,6 +57,8 @@ def check_candidate(source: str) -> StaticResult:
     line = _uses_reference(tree)
     if line is not None:
         result.status, result.reason = Status.REJECTED, "reference_model"
-        result.message = (f"line {line}: the candidate uses the reference Model (subclassing or calling it); "
-                          "ModelNew must implement the computation itself")
+        result.message = (
+            f"line {line}: the candidate uses the reference Model (subclassing or calling it); "
+            "ModelNew must implement the computation itself"
+        )
     return result

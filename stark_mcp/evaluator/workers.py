@@ -21,15 +21,14 @@ from pathlib import Path
 from typing import Any
 
 from stark_mcp.evaluator.errors import EvaluatorError
+from stark_mcp.evaluator.outside_tools import ToolPaths
 from stark_mcp.evaluator.sandbox.env import scrub_env
+from stark_mcp.evaluator.sandbox.levels import SandboxPolicy
 
 WORKER_MODULE = "stark_mcp.evaluator.trusted.worker"
 _HEADER = struct.Struct(">I")
 MAX_FRAME = 64 << 20
 START_TIMEOUT_S = 180.0
-# The worker's own settings from the environment: the sandbox, and where the outside tools are.
-PASSED_ON = ("STARK_ISOLATION", "STARK_BWRAP", "STARK_SANDBOX_UID_BASE", "STARK_NCU",
-             "STARK_COMPUTE_SANITIZER")
 
 
 class WorkerCrashed(EvaluatorError):
@@ -37,8 +36,17 @@ class WorkerCrashed(EvaluatorError):
 
 
 class WorkerClient:
-    def __init__(self, device: str, gpu_index: int | None, hidden: list[str]) -> None:
+    def __init__(
+        self,
+        device: str,
+        gpu_index: int | None,
+        hidden: list[str],
+        policy: SandboxPolicy | None = None,
+        tool_paths: ToolPaths | None = None,
+    ) -> None:
         self.device, self.gpu_index, self.hidden = device, gpu_index, hidden
+        self.policy = policy or SandboxPolicy()
+        self.tool_paths = tool_paths or ToolPaths()
         self.lock = asyncio.Lock()
         self.proc: asyncio.subprocess.Process | None = None
         self._reader: asyncio.StreamReader | None = None
@@ -54,16 +62,32 @@ class WorkerClient:
         out_r, out_w = os.pipe()
         self._workdir = tempfile.mkdtemp(prefix="stark-worker-")
         os.chmod(self._workdir, 0o711)
-        env = scrub_env(os.environ, {k: os.environ[k] for k in PASSED_ON if k in os.environ})
+        env = scrub_env(os.environ, {})
         if self.gpu_index is not None:
-            env.update(CUDA_VISIBLE_DEVICES=str(self.gpu_index), CUDA_DEVICE_ORDER="PCI_BUS_ID",
-                       STARK_GPU_INDEX=str(self.gpu_index))
+            env.update(CUDA_VISIBLE_DEVICES=str(self.gpu_index), CUDA_DEVICE_ORDER="PCI_BUS_ID")
         device = "cuda:0" if self.gpu_index is not None else "cpu"
         try:
             self.proc = await asyncio.create_subprocess_exec(
-                sys.executable, "-P", "-X", "faulthandler", "-m", WORKER_MODULE, str(in_r), str(out_w), device,
-                self._workdir, env=env, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.DEVNULL, stderr=None,
-                pass_fds=(in_r, out_w), start_new_session=True)
+                sys.executable,
+                "-P",
+                "-X",
+                "faulthandler",
+                "-m",
+                WORKER_MODULE,
+                str(in_r),
+                str(out_w),
+                device,
+                self._workdir,
+                str(self.gpu_index or 0),
+                self.policy.to_json(),
+                self.tool_paths.to_json(),
+                env=env,
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.DEVNULL,
+                stderr=None,
+                pass_fds=(in_r, out_w),
+                start_new_session=True,
+            )
         finally:
             os.close(in_r)
             os.close(out_w)
@@ -71,7 +95,8 @@ class WorkerClient:
         loop = asyncio.get_running_loop()
         self._reader = asyncio.StreamReader(limit=MAX_FRAME)
         self._transport, _ = await loop.connect_read_pipe(
-            lambda: asyncio.StreamReaderProtocol(self._reader), os.fdopen(out_r, "rb", buffering=0))
+            lambda: asyncio.StreamReaderProtocol(self._reader), os.fdopen(out_r, "rb", buffering=0)
+        )
         hello = await self._recv(START_TIMEOUT_S)
         if hello is None or hello.get("kind") != "hello":
             await self.stop()
@@ -87,7 +112,7 @@ class WorkerClient:
                 pass
             try:
                 await asyncio.wait_for(self.proc.wait(), 10)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 pass
         if self._transport is not None:
             self._transport.close()
@@ -107,7 +132,7 @@ class WorkerClient:
             try:
                 self._send({"cmd": "shutdown"})
                 await asyncio.wait_for(self.proc.wait(), grace)
-            except (OSError, asyncio.TimeoutError):
+            except (TimeoutError, OSError):
                 pass
         await self.stop()
 
@@ -121,7 +146,7 @@ class WorkerClient:
         data = json.dumps(frame).encode()
         view = memoryview(_HEADER.pack(len(data)) + data)
         while view:
-            view = view[os.write(self._in_w, view):]
+            view = view[os.write(self._in_w, view) :]
 
     async def _recv(self, timeout: float | None) -> dict[str, Any] | None:
         assert self._reader is not None
@@ -142,9 +167,15 @@ class WorkerClient:
         return frame
 
     # -- commands ------------------------------------------------------------------------------------
-    async def command(self, frame: dict[str, Any], *, expect: set[str], timeout: float | None,
-                      on_progress: Callable[[dict[str, Any]], Awaitable[None]] | None = None,
-                      problem: dict[str, Any] | None = None) -> dict[str, Any]:
+    async def command(
+        self,
+        frame: dict[str, Any],
+        *,
+        expect: set[str],
+        timeout: float | None,
+        on_progress: Callable[[dict[str, Any]], Awaitable[None]] | None = None,
+        problem: dict[str, Any] | None = None,
+    ) -> dict[str, Any]:
         """Send one command (loading its problem first if needed) and return the answer frame."""
         async with self.lock:
             try:
@@ -186,15 +217,19 @@ class WorkerClient:
             self.loaded[problem["key"]] = answer
         return answer
 
-    async def _answer(self, expect: set[str], timeout: float | None,
-                      on_progress: Callable[[dict[str, Any]], Awaitable[None]] | None) -> dict[str, Any]:
+    async def _answer(
+        self,
+        expect: set[str],
+        timeout: float | None,
+        on_progress: Callable[[dict[str, Any]], Awaitable[None]] | None,
+    ) -> dict[str, Any]:
         loop = asyncio.get_running_loop()
         deadline = None if timeout is None else loop.time() + timeout
         while True:
             remaining = None if deadline is None else max(0.0, deadline - loop.time())
             try:
                 frame = await self._recv(remaining)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 raise WorkerCrashed("the worker did not answer in time") from None
             if frame is None:
                 code = self.proc.returncode if self.proc else None
@@ -211,5 +246,7 @@ class WorkerClient:
             raise WorkerCrashed(f"unexpected answer from the worker: {str(frame)[:300]}")
 
 
-def problem_frame(key: str, name: str, path: Path, settings: dict[str, Any], visible: list[str]) -> dict[str, Any]:
+def problem_frame(
+    key: str, name: str, path: Path, settings: dict[str, Any], visible: list[str]
+) -> dict[str, Any]:
     return {"key": key, "name": name, "path": str(path), "settings": settings, "visible": visible}

@@ -71,7 +71,7 @@ class AnthropicBackend:
             raise LLMError(f"stream_above_tokens must be in 1..{_SDK_NONSTREAMING_LIMIT}")
         key, token = resolve_credential(api_key)
         self.profiles = profiles if profiles is not None else default_profiles()
-        self.prices = prices if prices is not None else PriceTable.from_env()
+        self.prices = prices if prices is not None else PriceTable.default()
         self.timeout_s = timeout_s
         self.max_retries = max_retries
         self.stream_above_tokens = stream_above_tokens

@@ -1,4 +1,4 @@
-"""Choose a backend from a short spec string (CLI flag or ``STARK_LLM``).
+"""Choose a backend from the settings (``STARK_LLM``) or a short spec string (a CLI flag).
 
 ``anthropic`` (the default) is the real API; ``scripted:<path>`` replays the
 replies in a JSON list or JSONL file, for demos and tests without a key.
@@ -6,11 +6,11 @@ replies in a JSON list or JSONL file, for demos and tests without a key.
 
 from __future__ import annotations
 
-import os
-from collections.abc import Mapping
 from typing import Any
 
+from stark_mcp.config import Settings
 from stark_mcp.llm.errors import LLMError
+from stark_mcp.llm.pricing import PriceTable
 from stark_mcp.llm.profiles import RoleProfile, default_profiles
 from stark_mcp.llm.protocol import LLMBackend
 from stark_mcp.llm.scripted import ScriptedBackend
@@ -19,26 +19,30 @@ SCRIPTED_PREFIX = "scripted:"
 
 
 def backend_from_settings(
+    settings: Settings | None = None,
     spec: str | None = None,
     *,
     model: str | None = None,
     profiles: dict[str, RoleProfile] | None = None,
-    environ: Mapping[str, str] | None = None,
     **anthropic_options: Any,
 ) -> LLMBackend:
-    """``spec`` (else ``STARK_LLM``, else ``"anthropic"``) turned into a backend.
+    """``spec`` (else ``settings.llm``) turned into a backend.
 
-    ``model`` picks the model of the default profiles (``profiles`` replaces them);
-    ``anthropic_options`` go to ``AnthropicBackend`` (api_key, base_url, timeout_s, ...).
+    ``model`` (else ``settings.model``) picks the model of the default profiles, under the
+    per-role choices of ``settings.role_models``; ``profiles`` replaces them; prices come from
+    ``settings.prices``. ``anthropic_options`` go to ``AnthropicBackend`` (api_key, base_url, ...).
     """
-    env = os.environ if environ is None else environ
-    spec = (spec or env.get("STARK_LLM") or "anthropic").strip()
+    settings = settings or Settings()
+    spec = (spec or settings.llm).strip()
     if spec == "anthropic":
         # Imported here so that scripted runs never load the SDK.
         from stark_mcp.llm.anthropic import AnthropicBackend
 
-        chosen = profiles if profiles is not None else default_profiles(model, environ=env)
-        return AnthropicBackend(chosen, **anthropic_options)
+        chosen = profiles if profiles is not None else default_profiles(
+            model or settings.model, settings.role_models
+        )
+        prices = anthropic_options.pop("prices", None) or PriceTable.from_file(settings.prices)
+        return AnthropicBackend(chosen, prices=prices, **anthropic_options)
     if spec.startswith(SCRIPTED_PREFIX):
         path = spec[len(SCRIPTED_PREFIX) :]
         if not path:

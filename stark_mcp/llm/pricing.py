@@ -1,7 +1,7 @@
 """USD prices per million tokens and the cost of one call.
 
 The defaults are list prices as we knew them when writing this (approximate, and
-they change): override or extend them with a JSON file named by ``STARK_PRICES``,
+they change): override or extend them with a JSON file (``STARK_PRICES``, see ``from_file``),
 shaped ``{"<model id>": {"input": 3.0, "output": 15.0, "cache_read": 0.3,
 "cache_write": 3.75}, ...}``. File entries replace the defaults of the same id and
 add new ids. A model with no entry costs 0.0 and is warned about once per table.
@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -92,9 +91,8 @@ class PriceTable(BaseModel):
         return cls(models=merged)
 
     @classmethod
-    def from_env(cls, environ: Mapping[str, str] | None = None) -> PriceTable:
-        env = os.environ if environ is None else environ
-        path = env.get("STARK_PRICES")
+    def from_file(cls, path: str | Path | None) -> PriceTable:
+        """The table of ``path`` (``STARK_PRICES``) over the defaults, or the defaults alone."""
         return cls.load(path) if path else cls.default()
 
     def price(self, model: str) -> ModelPrice | None:

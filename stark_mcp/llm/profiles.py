@@ -19,7 +19,6 @@ A profile may still carry a ``temperature``; it is sent only to models listed in
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from typing import Literal
 
@@ -85,18 +84,18 @@ def model_accepts_temperature(model: str) -> bool:
 
 
 def default_profiles(
-    model: str | None = None, *, environ: Mapping[str, str] | None = None
+    model: str | None = None, role_models: Mapping[str, str] | None = None
 ) -> dict[str, RoleProfile]:
     """Profiles for plan, code, debug and generalist.
 
-    The model is ``model``, else ``STARK_MODEL``, else ``DEFAULT_MODEL``;
-    ``STARK_MODEL_<ROLE>`` (e.g. ``STARK_MODEL_PLAN``) overrides one role.
+    Each role's model is ``role_models[role]`` (``STARK_MODEL_<ROLE>``), else ``model``
+    (``--model`` or ``STARK_MODEL``), else ``DEFAULT_MODEL``.
     """
-    env = os.environ if environ is None else environ
-    base = model or env.get("STARK_MODEL") or DEFAULT_MODEL
+    base = model or DEFAULT_MODEL
+    chosen = role_models or {}
 
     def pick(role: str) -> str:
-        return env.get(f"STARK_MODEL_{role.upper()}") or base
+        return chosen.get(role) or base
 
     return {
         "plan": RoleProfile(model=pick("plan"), max_tokens=16000, effort="high", thinking="adaptive"),

@@ -2,8 +2,9 @@
 
 Replies are taken first from the queue of the request's role, then from the
 shared queue, in order. Each request is kept in ``requests`` so a test can check
-what the agents sent. Usage is estimated at four characters per token and priced,
-so budget and cost accounting downstream sees real numbers.
+what the agents sent. Tokens are estimated at four characters per token so token
+accounting downstream sees real numbers; no model is called, so replies cost
+nothing unless a test passes a price table.
 """
 
 from __future__ import annotations
@@ -18,16 +19,12 @@ import anyio.lowlevel
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from stark_mcp.llm.errors import LLMError
-from stark_mcp.llm.pricing import DEFAULT_PRICES, ModelPrice, PriceTable
+from stark_mcp.llm.pricing import PriceTable
 from stark_mcp.llm.protocol import LLMReply, LLMRequest
 from stark_mcp.llm.wire import parse_structured
 from stark_mcp.records import Usage
 
 ScriptedReply = str | LLMReply | BaseException | Callable[[LLMRequest], str | LLMReply]
-
-# Nominal prices for the "scripted" model id, so replayed runs report a non-zero cost.
-SCRIPTED_PRICE = ModelPrice(input=3.0, output=15.0, cache_read=0.3, cache_write=3.75)
-
 
 def rough_tokens(text: str) -> int:
     return math.ceil(len(text) / 4)
@@ -46,11 +43,7 @@ class ScriptedBackend:
         prices: PriceTable | None = None,
     ) -> None:
         self.model = model
-        self.prices = (
-            prices
-            if prices is not None
-            else PriceTable(models={**DEFAULT_PRICES, "scripted": SCRIPTED_PRICE})
-        )
+        self.prices = prices
         self.requests: list[LLMRequest] = []
         self._shared: deque[ScriptedReply] = deque(replies)
         self._by_role: dict[str, deque[ScriptedReply]] = {}
@@ -101,7 +94,7 @@ class ScriptedBackend:
         return LLMReply(
             text=text,
             structured=structured,
-            usage=self.prices.priced(self.model, usage),
+            usage=self.prices.priced(self.model, usage) if self.prices is not None else usage,
             model=self.model,
             stop_reason="end_turn",
         )

@@ -1,3 +1,7 @@
+"""The orchestrator's exceptions: a refused request, or an expansion that produced no attempt."""
+
+from collections.abc import Sequence
+
 from stark_mcp.errors import StarkError
 
 
@@ -11,3 +15,16 @@ class BudgetExhausted(RunError):
 
 class InvalidInput(RunError):
     """An argument is malformed (unknown role, oversized source, no ModelNew, ...)."""
+
+
+class ExpansionFailed(RunError):
+    """The agents produced no candidate. ``fatal``: retrying is pointless (no key, key refused)."""
+
+    def __init__(self, message: str, *, exchange_ids: Sequence[int] = (), fatal: bool = False) -> None:
+        super().__init__(message)
+        self.exchange_ids = list(exchange_ids)
+        self.fatal = fatal
+
+
+class ExportRefused(RunError):
+    """The node cannot be exported as a kernel: it is the reference, or it did not pass."""

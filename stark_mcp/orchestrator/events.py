@@ -68,17 +68,6 @@ class SearchSummary(BaseModel):
     wall_s: float = Field(0.0, description="seconds this call ran")
 
 
-def as_phase_progress(
-    report: Callable[[float, float | None, str], Awaitable[None]],
-) -> SearchProgress:
-    """Adapt a ``(done, total, message)`` progress callback (MCP's shape) to search events."""
-
-    async def relay(event: SearchEvent) -> None:
-        await report(float(event.attempt), float(event.target), describe_event(event))
-
-    return relay
-
-
 def describe_event(event: SearchEvent) -> str:
     """One line for logs and progress notifications."""
     head = f"attempt {event.attempt}/{event.target}"

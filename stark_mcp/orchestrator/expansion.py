@@ -23,12 +23,11 @@ from stark_mcp.agents import (
     Prompt,
     render_prompt,
 )
-from stark_mcp.errors import StarkError
 from stark_mcp.llm import LLMBackend, LLMCallFailed, LLMError, LLMReply, LLMRequest, MissingAPIKey
-from stark_mcp.orchestrator.service import RunService
+from stark_mcp.orchestrator.errors import ExpansionFailed
+from stark_mcp.orchestrator.run_service import RunService
 from stark_mcp.orchestrator.strategies import Strategy
-from stark_mcp.records import Usage
-from stark_mcp.store import ExchangeRecord, RunRecord
+from stark_mcp.records import ExchangeRecord, RunRecord, Usage
 from stark_mcp.tree import Selection
 
 # HTTP statuses after which another call cannot succeed without the user changing something.
@@ -36,15 +35,6 @@ _FATAL_STATUS = frozenset({401, 403})
 INTERRUPTED = "interrupted before this reply was used"
 
 OnExchange = Callable[[ExchangeRecord], Awaitable[None]]
-
-
-class ExpansionFailed(StarkError):
-    """The agents produced no candidate. ``fatal``: retrying is pointless (no key, key refused)."""
-
-    def __init__(self, message: str, *, exchange_ids: Sequence[int] = (), fatal: bool = False) -> None:
-        super().__init__(message)
-        self.exchange_ids = list(exchange_ids)
-        self.fatal = fatal
 
 
 @dataclass
@@ -163,9 +153,9 @@ async def _ask_agents(
         source, exchanges = await DebugAgent(log).run(prompt)
         await log.log(exchanges)
         return source, None  # RunService gives a debug child its parent's plan
-    node = await service.store.get_node(run.id, node_id)
+    node = await service.node(run.id, node_id)
     prompt = await _prompt(service, run, strategy, node_id, "plan", step)
-    plan, exchanges = await PlanAgent(log).run(prompt, node.source)
+    plan, exchanges = await PlanAgent(log, anchored=strategy.anchors).run(prompt, node.source)
     await log.log(exchanges)
     prompt = await _prompt(service, run, strategy, node_id, "code", step, plan=plan.text)
     source, exchanges = await CodeAgent(log).run(prompt)
@@ -178,14 +168,17 @@ async def _prompt(
     plan: str | None = None,
 ) -> Prompt:
     if strategy.history:
-        return await service.build_context(run.id, node_id, role, plan=plan, step=step)
+        return await service.build_context(
+            run.id, node_id, role, plan=plan, step=step, window=strategy.window, anchored=strategy.anchors
+        )
     # Independent samples: no history at all, so attempt k cannot see attempts before it.
     varied = strategy.vary_focus and role in ("plan", "generalist")
     focus = PLAN_FOCI[step % len(PLAN_FOCI)] if varied else None
     return render_prompt(
         role,  # type: ignore[arg-type]  # one of the four role names
         problem=run.problem, tree=await service.tree(run.id), node_id=node_id, window_ids=[],
-        device=run.device, plan=plan, focus=focus,
+        device=run.device, plan=plan, focus=focus, templates=service.templates,
+        anchored=strategy.anchors,
     )
 
 

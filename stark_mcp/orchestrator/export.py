@@ -1,77 +1,65 @@
 """Turn a node into a runnable file: the kernel, plus a self-check against the reference.
 
-The exported file imports as the candidate module (``ModelNew``) and, run as a
-script, builds both modules with the same weights, compares them on fresh inputs
-and prints the difference and rough timings. The reference is embedded as a string
-so the file stands alone.
+The exported file imports as the candidate module (``ModelNew``) and, run as a script, builds
+both modules with the same weights, compares them on fresh inputs and times both under the
+evaluator's conditions (``self_check.py``). The reference is embedded as a string so the file
+stands alone. Only a node that passed is exported; one slower than eager comes with a warning.
 """
 
 from __future__ import annotations
 
-from stark_mcp.problems import Problem
-from stark_mcp.records import Node
+import math
 
-_SELF_CHECK = '''
+from pydantic import BaseModel, Field
 
-# ---- self-check added by `stark-mcp export` -------------------------------------------------
-_STARK_REFERENCE = {reference!r}
-
-
-def _stark_self_check(device: str | None = None) -> None:
-    import time
-
-    import torch
-
-    device = device or ("cuda" if torch.cuda.is_available() else "cpu")
-    reference: dict = {{}}
-    exec(compile(_STARK_REFERENCE, "<reference>", "exec"), reference)
-    init = reference["get_init_inputs"]()
-    torch.manual_seed(1234)
-    ref_model = reference["Model"](*init).to(device)
-    torch.manual_seed(1234)
-    new_model = ModelNew(*init).to(device)
-    inputs = [x.to(device) if isinstance(x, torch.Tensor) else x for x in reference["get_inputs"]()]
-    with torch.no_grad():
-        expected = ref_model(*inputs)
-        got = new_model(*inputs)
-    pairs = list(zip(expected, got)) if isinstance(expected, (tuple, list)) else [(expected, got)]
-    worst = max(float((e.double() - g.double()).norm() / e.double().norm().clamp_min(1e-30)) for e, g in pairs)
-
-    def _time(model) -> float:
-        with torch.no_grad():
-            for _ in range(3):
-                model(*inputs)
-            if device == "cuda":
-                torch.cuda.synchronize()
-            start = time.perf_counter()
-            for _ in range(10):
-                model(*inputs)
-            if device == "cuda":
-                torch.cuda.synchronize()
-        return (time.perf_counter() - start) / 10 * 1e3
-
-    print({stats!r})
-    print(f"relative error vs reference: {{worst:.3e}}")
-    print(f"reference {{_time(ref_model):.3f}} ms, kernel {{_time(new_model):.3f}} ms on {{device}} (rough)")
+from stark_mcp.evaluator import EvalSettings
+from stark_mcp.orchestrator.errors import ExportRefused
+from stark_mcp.orchestrator.self_check import self_check
+from stark_mcp.records import Action, Node, RunRecord
 
 
-if __name__ == "__main__":
-    _stark_self_check()
-'''
+class ExportedKernel(BaseModel):
+    run_id: str
+    node_id: str
+    runtime_ms: float | None = Field(description="the evaluator's median runtime of the node")
+    speedups: dict[str, float] = Field(description="baseline median / node median, by baseline")
+    warnings: list[str] = Field(default_factory=list, description="reasons to think twice before using it")
+    source: str = Field(
+        description="a runnable file: ModelNew plus a __main__ self-check against the reference"
+    )
 
 
-def export_source(problem: Problem, node: Node) -> str:
-    """The node's source with a ``__main__`` self-check against ``problem`` appended."""
+def export_kernel(run: RunRecord, node: Node) -> ExportedKernel:
+    """``node`` of ``run`` as a runnable file; ``ExportRefused`` unless it is a correct attempt."""
     evaluation = node.evaluation
-    if evaluation is not None and evaluation.runtime is not None:
-        speedups = ", ".join(f"{k} {v:.2f}x" for k, v in sorted(evaluation.speedups.items()))
-        stats = (
-            f"stark-mcp node {node.run_id}/{node.id}: {evaluation.status.value}, "
-            f"median {evaluation.runtime.median_ms:.4f} ms" + (f" ({speedups})" if speedups else "")
+    if node.action is Action.ROOT:
+        raise ExportRefused(f"{node.id} is the reference module itself; export an attempt instead")
+    if evaluation is None or not evaluation.passed or evaluation.runtime is None:
+        verdict = "not evaluated" if evaluation is None else evaluation.status.value
+        raise ExportRefused(
+            f"node {node.id} of run {run.id} did not pass ({verdict}); only a correct kernel is exported. "
+            "Read its source and logs with get_node or `stark-mcp show RUN --node NODE`"
         )
-    else:
-        stats = f"stark-mcp node {node.run_id}/{node.id}: " + (
-            evaluation.status.value if evaluation else "not evaluated"
+    speedups = {k: v for k, v in evaluation.speedups.items() if math.isfinite(v)}
+    warnings = []
+    eager = speedups.get("eager")
+    if eager is not None and eager < 1.0:
+        warnings.append(
+            f"node {node.id} is slower than eager PyTorch ({eager:.2f}x): the reference itself is faster"
         )
-    header = f"# Exported by stark-mcp from run {node.run_id}, node {node.id}; problem {problem.name}.\n"
-    return header + node.source.rstrip() + "\n" + _SELF_CHECK.format(reference=problem.source, stats=stats)
+    listed = ", ".join(f"{k} {v:.2f}x" for k, v in sorted(speedups.items()))
+    recorded = (
+        f"stark-mcp node {run.id}/{node.id}: {evaluation.status.value}, median "
+        f"{evaluation.runtime.median_ms:.4f} ms" + (f" ({listed})" if listed else "")
+    )
+    settings = EvalSettings(**run.config.get("eval_settings", {}))
+    conditions = {
+        "device": run.device, "cpu_threads": settings.cpu_threads, "calls": settings.min_calls,
+        "warmup_s": settings.warmup_s,
+    }
+    header = f"# Exported by stark-mcp from run {run.id}, node {node.id}; problem {run.problem.name}.\n"
+    source = header + node.source.rstrip() + "\n" + self_check(run.problem.source, recorded, conditions)
+    return ExportedKernel(
+        run_id=run.id, node_id=node.id, runtime_ms=evaluation.runtime.median_ms, speedups=speedups,
+        warnings=warnings, source=source,
+    )

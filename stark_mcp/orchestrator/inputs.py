@@ -6,31 +6,30 @@ problem argument through here, so a bad input fails the same way everywhere.
 
 from __future__ import annotations
 
-import ast
-
+from stark_mcp.evaluator import check_candidate
 from stark_mcp.orchestrator.errors import InvalidInput
 from stark_mcp.problems import Problem, ProblemError, load_problem, problem_from_source
 
 MAX_SOURCE_BYTES = 512 * 1024
 MAX_PLAN_BYTES = 512 * 1024
 ROLES = ("plan", "code", "debug", "generalist")
+# The evaluator's reason code for a candidate without a top-level ModelNew.
+NO_MODEL_NEW = "no_model_new"
 
 
 def check_candidate_source(source: str) -> None:
-    """A candidate must be Python of sane size that defines ``class ModelNew``."""
+    """A candidate must be of sane size and, when it parses, define ``ModelNew`` at top level.
+
+    The ModelNew test is the evaluator's own static check, so a source refused here is exactly
+    one the evaluator would call ``no_model_new``. One that does not parse is let through: the
+    evaluator records it as a ``load_error`` with the syntax error, which a debug step can fix.
+    """
     size = len(source.encode("utf-8"))
     if size > MAX_SOURCE_BYTES:
         raise InvalidInput(f"source is {size} bytes; the limit is {MAX_SOURCE_BYTES} bytes")
     if not source.strip():
         raise InvalidInput("source is empty; send the full Python file that defines class ModelNew")
-    try:
-        tree = ast.parse(source)
-    except SyntaxError as exc:
-        # Still recordable as a load_error by the evaluator, but a missing class is
-        # decided here only when the file parses.
-        del exc
-        return
-    if not any(isinstance(s, ast.ClassDef) and s.name == "ModelNew" for s in tree.body):
+    if check_candidate(source).reason == NO_MODEL_NEW:
         raise InvalidInput(
             "source defines no top-level class ModelNew; send the whole file with "
             "class ModelNew(nn.Module) taking the same constructor arguments as Model"

@@ -15,16 +15,15 @@ import random
 import time
 from typing import Any
 
-from stark_mcp.orchestrator.errors import BudgetExhausted, InvalidInput
-from stark_mcp.orchestrator.events import FailedExpansion, SearchEvent, SearchProgress, SearchSummary
-from stark_mcp.orchestrator.expansion import ExpansionFailed, expand
-from stark_mcp.orchestrator.limits import Limits, StopReason, limit_reached
-from stark_mcp.orchestrator.service import RunService
-from stark_mcp.orchestrator.strategies import DEFAULT_STRATEGY, STRATEGIES, Strategy, get_strategy
-from stark_mcp.orchestrator.summary import eager_speedup, run_usage, summarize_run
 from stark_mcp.llm import LLMBackend
-from stark_mcp.records import Node, Usage
-from stark_mcp.store import ExchangeRecord, RunRecord
+from stark_mcp.orchestrator.errors import BudgetExhausted, ExpansionFailed, InvalidInput
+from stark_mcp.orchestrator.events import FailedExpansion, SearchEvent, SearchProgress, SearchSummary
+from stark_mcp.orchestrator.expansion import expand
+from stark_mcp.orchestrator.limits import Limits, StopReason, limit_reached
+from stark_mcp.orchestrator.run_service import RunService
+from stark_mcp.orchestrator.strategies import DEFAULT_STRATEGY, STRATEGIES, Strategy, get_strategy
+from stark_mcp.orchestrator.summary import eager_speedup, summarize_run
+from stark_mcp.records import ExchangeRecord, Node, RunRecord, Usage
 from stark_mcp.tree import PolicyConfig, Selection, Tree, leaderboard, select, step_rng
 
 # Extra draws when a selection would duplicate work already in flight (parallel runs only).
@@ -119,7 +118,7 @@ class _Search:
             self.target, self.target_reason = self.recorded + self.limits.max_attempts, "max_attempts"
         top = leaderboard(tree, 1)
         self.best = top[0] if top else None
-        self.usage = await run_usage(self.service.store, run_id)
+        self.usage = await self.service.usage(run_id)
         await self.service.store.update_run(run_id, status="running")
         await self._emit("started", message=f"{self.strategy.name}: {self.strategy.description}")
         try:

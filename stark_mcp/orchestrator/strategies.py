@@ -1,8 +1,10 @@
-"""The search strategies: STARK and the paper's comparison agents, as (policy, agents, context) triples.
+"""The search strategies: STARK, the paper's comparison agents, and STARK with one component off.
 
-A strategy fixes three things: which tree policy picks the node to expand, whether the
-expansion uses the role agents (plan + code, debug for bugs) or one generalist agent, and
-whether the prompt carries the tree's history or is an independent sample from the root.
+A strategy fixes which tree policy picks the node to expand, whether the expansion uses the
+role agents (plan + code, debug for bugs) or one generalist agent, and whether the prompt
+carries the tree's history or is an independent sample from the root. The ablations (the
+paper's Table 3, ``ABLATIONS``) also switch off the plan's span anchors or the role-specific
+context windows.
 """
 
 from __future__ import annotations
@@ -14,6 +16,9 @@ from pydantic import BaseModel, ConfigDict
 from stark_mcp.orchestrator.errors import InvalidInput
 
 Agents = Literal["roles", "generalist"]
+# "roles": each role's window from the tree (docs/search.md); "recent": every role sees the same
+# fixed window, the latest attempts in creation order.
+Window = Literal["roles", "recent"]
 
 
 class Strategy(BaseModel):
@@ -24,6 +29,8 @@ class Strategy(BaseModel):
     agents: Agents
     history: bool
     description: str
+    anchors: bool = True
+    window: Window = "roles"
 
     @property
     def vary_focus(self) -> bool:
@@ -57,10 +64,36 @@ STRATEGIES: dict[str, Strategy] = {
             description="plan+code roles with grounded instructions, every attempt from the root "
             "(best-of-K with roles, no search)",
         ),
+        # Ablations: STARK with exactly one component switched off.
+        Strategy(
+            name="no_roles", policy="stark", agents="generalist", history=True,
+            description="STARK without the multi-agent roles: one generalist agent under the same "
+            "search and context (the same configuration as search_only, named as an ablation)",
+        ),
+        Strategy(
+            name="no_anchors", policy="stark", agents="roles", history=True, anchors=False,
+            description="STARK without grounded instructions: the plan agent gives advice only, "
+            "no span anchors, and the code agent rewrites freely",
+        ),
+        Strategy(
+            name="no_windows", policy="stark", agents="roles", history=True, window="recent",
+            description="STARK without dynamic context windows: every role sees the same fixed "
+            "window, the latest attempts",
+        ),
+        Strategy(
+            name="no_search", policy="sampling", agents="roles", history=True,
+            description="STARK without the strategic search: best-of-K from the root with the "
+            "role agents, anchors and context windows",
+        ),
     )
 }
 
 DEFAULT_STRATEGY = "stark"
+
+# ``--ablate`` component -> the strategy that switches it off.
+ABLATIONS: dict[str, str] = {
+    "roles": "no_roles", "anchors": "no_anchors", "windows": "no_windows", "search": "no_search",
+}
 
 
 def get_strategy(name: str) -> Strategy:

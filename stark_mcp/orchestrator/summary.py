@@ -11,17 +11,8 @@ from collections.abc import Sequence
 
 from stark_mcp.orchestrator.events import FailedExpansion, SearchSummary
 from stark_mcp.orchestrator.limits import STOP_MESSAGES, StopReason
-from stark_mcp.orchestrator.service import RunService
-from stark_mcp.records import Node, Usage
-from stark_mcp.store import Store
-
-
-async def run_usage(store: Store, run_id: str) -> Usage:
-    """Tokens and cost of every LLM call of the run, failed expansions included."""
-    total = Usage()
-    for exchange in await store.exchanges(run_id):
-        total = total + exchange.usage
-    return total
+from stark_mcp.orchestrator.reads import RunReads
+from stark_mcp.records import Node
 
 
 def eager_speedup(node: Node | None) -> float | None:
@@ -32,7 +23,7 @@ def eager_speedup(node: Node | None) -> float | None:
 
 
 async def summarize_run(
-    service: RunService,
+    service: RunReads,
     run_id: str,
     *,
     stop_reason: StopReason,
@@ -52,7 +43,7 @@ async def summarize_run(
         status=run.status,
         stop_reason=stop_reason,
         message=message or STOP_MESSAGES[stop_reason],
-        attempts=await service.store.count_nodes(run_id),
+        attempts=await service.attempts(run_id),
         new_attempts=new_attempts,
         budget=run.budget,
         failed_expansions=list(failed),
@@ -60,6 +51,6 @@ async def summarize_run(
         best_runtime_ms=evaluation.runtime.median_ms if evaluation and evaluation.runtime else None,
         eager_ms=eager.median_ms if eager is not None else None,
         speedups={k: v for k, v in (evaluation.speedups if evaluation else {}).items() if math.isfinite(v)},
-        usage=await run_usage(service.store, run_id),
+        usage=await service.usage(run_id),
         wall_s=round(wall_s, 3),
     )

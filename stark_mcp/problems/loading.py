@@ -15,10 +15,11 @@ from __future__ import annotations
 import ast
 import json
 import re
+from collections.abc import Iterator
 from pathlib import Path
 
 from stark_mcp.problems.errors import ProblemError
-from stark_mcp.problems.record import Problem
+from stark_mcp.problems.problem import Problem
 
 REQUIRED_NAMES = ("Model", "get_inputs", "get_init_inputs")
 _SELECTOR = re.compile(r"^(?P<level>\d+)/(?P<key>[^/]+)$")
@@ -70,6 +71,12 @@ def load_problem(spec: str) -> Problem:
     path_part, _, selector = spec.rpartition(":") if _looks_selected(spec) else (spec, "", "")
     path = Path(path_part).expanduser()
     if not path.exists():
+        head, colon, tail = spec.rpartition(":")
+        if colon and head and Path(head).expanduser().exists():
+            raise ProblemError(
+                f"{spec}: {head} exists but {tail!r} is not a selector; use LEVEL/ID or LEVEL/NAME, "
+                f"e.g. {head}:1/19"
+            )
         raise ProblemError(f"no such problem file or directory: {path_part}")
     if path.is_dir():
         if not selector:
@@ -101,32 +108,58 @@ def _parse_selector(selector: str, spec: str) -> tuple[int, str]:
     return int(match["level"]), match["key"]
 
 
-def _from_jsonl(path: Path, selector: str, spec: str) -> Problem:
-    level, key = _parse_selector(selector, spec)
+def jsonl_records(path: Path) -> Iterator[tuple[int, int, str, str]]:
+    """``(level, problem_id, name, code)`` of every record of a problems JSONL file, unchecked."""
     with path.open(encoding="utf-8") as fh:
         for lineno, line in enumerate(fh, 1):
             if not line.strip():
                 continue
             try:
                 row = json.loads(line)
-                row_level, row_id, name, code = row["level"], row["problem_id"], row["name"], row["code"]
-            except (json.JSONDecodeError, KeyError, TypeError) as exc:
+                yield int(row["level"]), int(row["problem_id"]), str(row["name"]), str(row["code"])
+            except (json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
                 raise ProblemError(
                     f"{path}:{lineno}: not a problem record {{level, problem_id, name, code}}: {exc}"
                 ) from None
-            if int(row_level) == level and key in (str(row_id), name):
-                check_source(code, f"{spec} ({name})")
-                return Problem(
-                    name=name, source=code, origin=f"{path.resolve()}:{level}/{row_id}",
-                    level=level, problem_id=int(row_id),
-                )
+
+
+def jsonl_problem(path: Path, level: int, problem_id: int, name: str, code: str, label: str) -> Problem:
+    check_source(code, label)
+    origin = f"{path.resolve()}:{level}/{problem_id}"
+    return Problem(name=name, source=code, origin=origin, level=level, problem_id=problem_id)
+
+
+def _from_jsonl(path: Path, selector: str, spec: str) -> Problem:
+    level, key = _parse_selector(selector, spec)
+    for row_level, row_id, name, code in jsonl_records(path):
+        if row_level == level and key in (str(row_id), name):
+            return jsonl_problem(path, row_level, row_id, name, code, f"{spec} ({name})")
     raise ProblemError(f"{spec}: no problem with level {level} and id or name {key!r} in {path}")
+
+
+def level_folder(root: Path, level: int) -> Path | None:
+    """A checkout's folder of level ``level`` problems (``KernelBench/levelL`` or ``levelL``), if any."""
+    candidates = [root / "KernelBench" / f"level{level}", root / f"level{level}"]
+    return next((c for c in candidates if c.is_dir()), None)
+
+
+def checkout_problem(path: Path, level: int) -> Problem:
+    """The problem in file ``path`` of a checkout's level folder (named ``ID_Name.py``)."""
+    try:
+        source = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ProblemError(f"cannot read {path}: {exc}") from None
+    check_source(source, str(path))
+    prefix = path.stem.split("_", 1)[0]
+    return Problem(
+        name=path.stem, source=source, origin=str(path.resolve()), level=level,
+        problem_id=int(prefix) if prefix.isdigit() else None,
+    )
 
 
 def _from_checkout(root: Path, selector: str, spec: str) -> Problem:
     level, key = _parse_selector(selector, spec)
-    candidates = [root / "KernelBench" / f"level{level}", root / f"level{level}"]
-    folder = next((c for c in candidates if c.is_dir()), None)
+    folder = level_folder(root, level)
     if folder is None:
         raise ProblemError(f"{spec}: {root} has no KernelBench/level{level} folder")
     matches = [
@@ -135,11 +168,4 @@ def _from_checkout(root: Path, selector: str, spec: str) -> Problem:
     ]
     if not matches:
         raise ProblemError(f"{spec}: no problem {key!r} in {folder}")
-    found = matches[0]
-    source = found.read_text(encoding="utf-8")
-    check_source(source, str(found))
-    prefix = found.stem.split("_", 1)[0]
-    return Problem(
-        name=found.stem, source=source, origin=str(found.resolve()), level=level,
-        problem_id=int(prefix) if prefix.isdigit() else None,
-    )
+    return checkout_problem(matches[0], level)

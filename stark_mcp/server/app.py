@@ -1,4 +1,4 @@
-"""Build the MCP server: the lifespan that owns the store and the evaluator, plus the handlers.
+"""Build the MCP server: the lifespan that opens the RunService, plus the handlers.
 
 ``build_server`` is the one entry point: ``stark-mcp serve`` runs what it returns over stdio
 or HTTP, and tests drive it in process with ``mcp.Client(server)``.
@@ -8,21 +8,20 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
-from pathlib import Path
 
 from mcp.server.mcpserver import MCPServer
 
+from stark_mcp import __version__
 from stark_mcp.config import Settings
-from stark_mcp.evaluator import EvalSettings, Evaluator
-from stark_mcp.llm import backend_from_settings
-from stark_mcp.orchestrator.service import RunService
+from stark_mcp.llm import LLMBackend, backend_from_settings
+from stark_mcp.orchestrator.session import EvalSettings, open_service
 from stark_mcp.server.instructions import INSTRUCTIONS
 from stark_mcp.server.profile_tools import register_profile_tools
 from stark_mcp.server.prompts import register_prompts
+from stark_mcp.server.report_resource import register_report_resource
 from stark_mcp.server.resources import register_resources
 from stark_mcp.server.state import AppState, BackendFactory, SharedState
 from stark_mcp.server.tools import register_tools
-from stark_mcp.store import Store
 
 SERVER_NAME = "stark-mcp"
 
@@ -30,27 +29,25 @@ SERVER_NAME = "stark-mcp"
 def build_server(
     settings: Settings | None = None,
     *,
-    evaluator: Evaluator | None = None,
     eval_settings: EvalSettings | None = None,
-    store_path: Path | str | None = None,
     backend_factory: BackendFactory | None = None,
 ) -> MCPServer[AppState]:
     """The stark-mcp MCP server.
 
-    ``settings`` default to ``Settings.from_env()``; the store lives at ``store_path`` or
-    ``settings.database``; the evaluator is ``evaluator`` or a new one on ``settings.cache``
-    with ``eval_settings``; ``backend_factory`` makes the LLM backend for ``optimize``
-    (default: from ``STARK_LLM`` / ``ANTHROPIC_API_KEY``).
+    ``settings`` default to ``Settings.from_env()`` (read here, once); the store, the evaluator
+    and the prompt templates are the ones they name, the evaluator using ``eval_settings``;
+    ``backend_factory`` makes the LLM backend for ``optimize`` (default: from the settings).
     """
     resolved = settings or Settings.from_env()
-    database = Path(store_path) if store_path is not None else resolved.database
-    make_backend = backend_factory or backend_from_settings
+
+    def default_backend() -> LLMBackend:
+        return backend_from_settings(resolved)
+
+    make_backend = backend_factory or default_backend
 
     async def open_state(stack: AsyncExitStack) -> AppState:
-        store = await stack.enter_async_context(await Store.open(database))
-        chosen = evaluator or Evaluator(resolved.cache, eval_settings)
-        await stack.enter_async_context(chosen)
-        return AppState(service=RunService(store, chosen), backend_factory=make_backend)
+        service = await stack.enter_async_context(open_service(resolved, eval_settings))
+        return AppState(service=service, settings=resolved, backend_factory=make_backend)
 
     shared = SharedState(open_state)
 
@@ -60,20 +57,12 @@ def build_server(
             yield state
 
     server: MCPServer[AppState] = MCPServer(
-        SERVER_NAME, instructions=INSTRUCTIONS, version=_version(), lifespan=lifespan,
-        log_level="WARNING",
+        SERVER_NAME, instructions=INSTRUCTIONS, version=__version__, lifespan=lifespan,
+        log_level=resolved.log_level,
     )
     register_tools(server)
     register_profile_tools(server)
     register_prompts(server)
     register_resources(server, shared)
+    register_report_resource(server)
     return server
-
-
-def _version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("stark-mcp")
-    except PackageNotFoundError:
-        return "0"

@@ -14,12 +14,12 @@ from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError
 from mcp.types import INVALID_PARAMS
 
 from stark_mcp.errors import StarkError
-from stark_mcp.evaluator import EvaluatorError
-from stark_mcp.llm import LLMError, MissingAPIKey
+from stark_mcp.evaluator.errors import EvaluatorError
+from stark_mcp.llm.errors import LLMError, MissingAPIKey
 from stark_mcp.orchestrator.errors import BudgetExhausted, InvalidInput, RunError
-from stark_mcp.problems import ProblemError
-from stark_mcp.store import NotFound
-from stark_mcp.tree import AnchorError, NothingEligible, TreeError
+from stark_mcp.problems.errors import ProblemError
+from stark_mcp.store.errors import NotFound
+from stark_mcp.tree.errors import AnchorError, NothingEligible, TreeError
 
 # First match wins, so subclasses come before their bases.
 _HINTS: tuple[tuple[type[StarkError], str], ...] = (
@@ -52,6 +52,9 @@ def actionable(exc: StarkError) -> str:
 def _join(message: str, hint: str) -> str:
     if not hint:
         return message
+    if "\n" in message:
+        # A multi-line message ends with quoted text (a source line, a log): the hint gets its own line.
+        return f"{message}\n{hint}"
     return f"{message} {hint}" if message.endswith((".", "!", "?", ":")) else f"{message}. {hint}"
 
 

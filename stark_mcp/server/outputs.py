@@ -7,13 +7,10 @@ records here so the tools stay one-liners.
 
 from __future__ import annotations
 
-import math
 from pydantic import BaseModel, Field
 
-from stark_mcp.orchestrator.service import LeaderboardEntry
-from stark_mcp.records import Evaluation, Node, ProfileReport, TimingStats
-from stark_mcp.store import RunRecord, RunStats
-from stark_mcp.store.records import StoredEvaluation
+from stark_mcp.orchestrator.reads import LeaderboardEntry, RunSummary, finite
+from stark_mcp.records import Evaluation, ProfileReport, StoredEvaluation
 
 
 class RunCreated(BaseModel):
@@ -111,34 +108,6 @@ class Leaderboard(BaseModel):
     entries: list[LeaderboardEntry] = Field(description="fastest distinct correct nodes, fastest first")
 
 
-class RunSummary(BaseModel):
-    run_id: str
-    name: str
-    problem: str
-    device: str
-    policy: str
-    status: str
-    budget: int
-    attempts: int
-    passed: int
-    best_node_id: str | None = None
-    best_runtime_ms: float | None = None
-    best_speedups: dict[str, float] = Field(default_factory=dict)
-    created_at: float
-
-    @classmethod
-    def of(cls, run: RunRecord, stats: RunStats, best: Node | None) -> RunSummary:
-        return cls(
-            run_id=run.id, name=run.name, problem=run.problem.name, device=run.device,
-            policy=str(run.policy.get("name", "")), status=run.status, budget=run.budget,
-            attempts=stats.attempts, passed=stats.passed,
-            best_node_id=best.id if best else None,
-            best_runtime_ms=_median(best.evaluation.runtime) if best and best.evaluation else None,
-            best_speedups=finite(best.evaluation.speedups) if best and best.evaluation else {},
-            created_at=run.created_at,
-        )
-
-
 class RunList(BaseModel):
     runs: list[RunSummary] = Field(description="newest first")
 
@@ -158,16 +127,6 @@ class NodeDetail(BaseModel):
     )
 
 
-class ExportedKernel(BaseModel):
-    run_id: str
-    node_id: str
-    runtime_ms: float | None
-    speedups: dict[str, float]
-    source: str = Field(
-        description="a runnable file: ModelNew plus a __main__ self-check against the reference"
-    )
-
-
 class OptimizeResult(BaseModel):
     run_id: str
     attempts: int = Field(description="attempts recorded by this call")
@@ -180,12 +139,3 @@ class OptimizeResult(BaseModel):
     cost_usd: float = Field(0.0, description="LLM cost of the whole run so far")
     failed_expansions: int = Field(0, description="expansions whose agents produced no usable attempt")
     next: str
-
-
-def finite(values: dict[str, float]) -> dict[str, float]:
-    """JSON has no infinity; speedups that are not finite are dropped rather than sent as strings."""
-    return {k: v for k, v in values.items() if math.isfinite(v)}
-
-
-def _median(stats: TimingStats | None) -> float | None:
-    return stats.median_ms if stats is not None else None

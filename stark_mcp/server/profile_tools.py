@@ -6,22 +6,17 @@ A module-level tool that ``register_profile_tools`` attaches, a thin wrapper ove
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Any
 
 from mcp.server.mcpserver import Context, MCPServer
-from mcp.types import ToolAnnotations
 from pydantic import BaseModel, Field
 
 from stark_mcp.agents.profiles import describe, render_profile_table
 from stark_mcp.records import ProfileReport
 from stark_mcp.server.errors import tool_errors
-from stark_mcp.server.progress import relay
+from stark_mcp.server.progress_relay import relay
 from stark_mcp.server.state import app_state
-
-RunId = Annotated[str, Field(description="the run id from create_run or list_runs, e.g. r-7kq2mz")]
-NodeId = Annotated[str, Field(description="a node id of that run, e.g. n0 (the reference) or n3")]
-PROFILES = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True,
-                           open_world_hint=False)
+from stark_mcp.server.tools import EVALUATES, NodeId, RunId
 
 
 class KernelProfileResult(BaseModel):
@@ -44,12 +39,16 @@ async def profile_kernel(run_id: RunId, node_id: NodeId, ctx: Context) -> Kernel
     with tool_errors():
         report = await app_state(ctx).service.profile_node(run_id, node_id, progress=relay(ctx))
     return KernelProfileResult(
-        run_id=run_id, node_id=node_id, source=report.source, summary=describe(report),
-        table=render_profile_table([(node_id, report)]), profile=report,
+        run_id=run_id,
+        node_id=node_id,
+        source=report.source,
+        summary=describe(report),
+        table=render_profile_table([(node_id, report)]),
+        profile=report,
         next=f"build_context(run_id={run_id!r}, node_id={node_id!r}, role='plan') shows this table "
-             "to the planner.",
+        "to the planner.",
     )
 
 
 def register_profile_tools(server: MCPServer[Any]) -> None:
-    server.tool(title="Profile a node's kernels", annotations=PROFILES)(profile_kernel)
+    server.tool(title="Profile a node's kernels", annotations=EVALUATES)(profile_kernel)

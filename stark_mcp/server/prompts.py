@@ -23,19 +23,22 @@ async def render_role(
     return [UserMessage(prompt.text)]
 
 
+async def plan(run_id: str, node_id: str, ctx: Context) -> list[UserMessage]:
+    """Plan one optimization of a node: advice plus the node's source with IMPROVE anchors."""
+    return await render_role(ctx, run_id, node_id, "plan")
+
+
+async def code(run_id: str, node_id: str, plan: str, ctx: Context) -> list[UserMessage]:
+    """Write the code that realizes a plan (its anchored scaffold is validated) as class ModelNew."""
+    return await render_role(ctx, run_id, node_id, "code", plan)
+
+
+async def debug(run_id: str, node_id: str, ctx: Context) -> list[UserMessage]:
+    """Repair a failing node, given its error and its siblings' attempts."""
+    return await render_role(ctx, run_id, node_id, "debug")
+
+
 def register_prompts(server: MCPServer[Any]) -> None:
-    @server.prompt(title="STARK plan agent")
-    async def plan(run_id: str, node_id: str, ctx: Context) -> list[UserMessage]:
-        """Plan one optimization of a node: advice plus the node's source with IMPROVE anchors."""
-        return await render_role(ctx, run_id, node_id, "plan")
-
-    # The parameter is named ``plan`` on the wire (the protocol's argument name), hence the alias.
-    @server.prompt(name="code", title="STARK code agent")
-    async def code_prompt(run_id: str, node_id: str, plan: str, ctx: Context) -> list[UserMessage]:
-        """Write the code that realizes a plan (its anchored scaffold is validated) as class ModelNew."""
-        return await render_role(ctx, run_id, node_id, "code", plan)
-
-    @server.prompt(title="STARK debug agent")
-    async def debug(run_id: str, node_id: str, ctx: Context) -> list[UserMessage]:
-        """Repair a failing node, given its error and its siblings' attempts."""
-        return await render_role(ctx, run_id, node_id, "debug")
+    server.prompt(title="STARK plan agent")(plan)
+    server.prompt(title="STARK code agent")(code)
+    server.prompt(title="STARK debug agent")(debug)

@@ -1,4 +1,4 @@
-"""What every handler reaches through its context: the RunService and the LLM factory.
+"""What every handler reaches through its context: the RunService, the settings and the LLM factory.
 
 The store and the evaluator are opened when the first session starts and closed
 when the last one ends, so all clients of one server process share one RunService
@@ -17,8 +17,9 @@ from typing import cast
 
 from mcp.server.mcpserver import Context
 
+from stark_mcp.config import Settings
 from stark_mcp.llm import LLMBackend
-from stark_mcp.orchestrator.service import RunService
+from stark_mcp.orchestrator.run_service import RunService
 
 BackendFactory = Callable[[], LLMBackend]
 
@@ -26,11 +27,14 @@ BackendFactory = Callable[[], LLMBackend]
 @dataclass
 class AppState:
     service: RunService
+    settings: Settings
     backend_factory: BackendFactory
 
 
 @dataclass
-class _Share:
+class _LoopState:
+    """The state open on one event loop and how many sessions use it."""
+
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     users: int = 0
     state: AppState | None = None
@@ -42,40 +46,39 @@ class SharedState:
 
     def __init__(self, opener: Callable[[AsyncExitStack], Awaitable[AppState]]) -> None:
         self._opener = opener
-        self._shares: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Share] = (
+        self._by_loop: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopState] = (
             weakref.WeakKeyDictionary()
         )
 
     @asynccontextmanager
     async def acquire(self) -> AsyncIterator[AppState]:
-        share = self._shares.setdefault(asyncio.get_running_loop(), _Share())
-        async with share.lock:
-            if share.users == 0:
+        opened = self._by_loop.setdefault(asyncio.get_running_loop(), _LoopState())
+        async with opened.lock:
+            if opened.users == 0:
                 stack = AsyncExitStack()
                 try:
-                    share.state = await self._opener(stack)
+                    opened.state = await self._opener(stack)
                 except BaseException:
                     await stack.aclose()
                     raise
-                share.stack = stack
-            share.users += 1
-        assert share.state is not None
+                opened.stack = stack
+            opened.users += 1
+        assert opened.state is not None
         try:
-            yield share.state
+            yield opened.state
         finally:
-            async with share.lock:
-                share.users -= 1
-                if share.users == 0 and share.stack is not None:
-                    stack, share.stack, share.state = share.stack, None, None
+            async with opened.lock:
+                opened.users -= 1
+                if opened.users == 0 and opened.stack is not None:
+                    stack, opened.stack, opened.state = opened.stack, None, None
                     await stack.aclose()
-
 
     def current(self) -> AppState:
         """The state open on the running loop, for handlers the SDK gives no context (static resources)."""
-        share = self._shares.get(asyncio.get_running_loop())
-        if share is None or share.state is None:
+        opened = self._by_loop.get(asyncio.get_running_loop())
+        if opened is None or opened.state is None:
             raise RuntimeError("no stark-mcp session is open on this event loop")
-        return share.state
+        return opened.state
 
 
 def app_state(ctx: Context) -> AppState:

@@ -7,20 +7,15 @@
 
 from stark_mcp.store.errors import NotFound, StoreError
 from stark_mcp.store.migrations import MIGRATIONS, Migration, apply_migrations
-from stark_mcp.store.records import ExchangeRecord, RunRecord, RunStats, RunStatus, StoredEvaluation
-from stark_mcp.store.store import Store, default_store_path
+from stark_mcp.store.stats import RunStats
+from stark_mcp.store.store import Store
 
 __all__ = [
     "MIGRATIONS",
-    "ExchangeRecord",
     "Migration",
     "NotFound",
-    "RunRecord",
     "RunStats",
-    "RunStatus",
     "Store",
     "StoreError",
-    "StoredEvaluation",
     "apply_migrations",
-    "default_store_path",
 ]

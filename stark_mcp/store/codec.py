@@ -15,9 +15,17 @@ from typing import Any
 from pydantic import TypeAdapter
 
 from stark_mcp.problems import Problem
-from stark_mcp.records import Action, Evaluation, Node, TimingStats, Usage
+from stark_mcp.records import (
+    Action,
+    Evaluation,
+    ExchangeRecord,
+    Node,
+    RunRecord,
+    StoredEvaluation,
+    TimingStats,
+    Usage,
+)
 from stark_mcp.store.errors import StoreError
-from stark_mcp.store.records import ExchangeRecord, RunRecord, StoredEvaluation
 
 _BASELINES = TypeAdapter(dict[str, TimingStats])
 

@@ -19,16 +19,16 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any, TypeVar
 
 import aiosqlite
-import anyio
 
 from stark_mcp.store.errors import StoreError
 
 BUSY_TIMEOUT_S = 5.0
+T = TypeVar("T")
 
 
 async def connect(path: Path) -> aiosqlite.Connection:
@@ -56,30 +56,62 @@ async def connect(path: Path) -> aiosqlite.Connection:
     return conn
 
 
-@asynccontextmanager
-async def write_transaction(conn: aiosqlite.Connection, lock: asyncio.Lock) -> AsyncIterator[None]:
-    """``BEGIN IMMEDIATE`` ... ``COMMIT``, rolled back on any exception or cancellation.
+async def run_write(conn: aiosqlite.Connection, lock: asyncio.Lock, work: Callable[[], Awaitable[T]]) -> T:
+    """Run ``work`` (statements on ``conn``) as one ``BEGIN IMMEDIATE`` ... ``COMMIT`` transaction.
+
+    Safe against cancellation by construction: once the write holds ``lock``, it runs in a task
+    of its own that the caller's cancellation cannot reach, so it commits whole or rolls back
+    whole before the lock is released, and the shared connection is never left inside a
+    transaction. A caller cancelled while waiting for the lock writes nothing; one cancelled
+    later gets ``CancelledError`` at once while its write finishes (anything that uses the
+    store next waits for the lock, so it sees the write's outcome).
 
     The lock keeps two coroutines sharing ``conn`` from interleaving their statements;
     BEGIN IMMEDIATE takes the database write lock up front so a transaction that has read
     never fails later when it tries to write (SQLITE_BUSY_SNAPSHOT).
     """
-    async with lock:
-        await conn.execute("BEGIN IMMEDIATE")
+    await lock.acquire()
+    try:
+        task = asyncio.get_running_loop().create_task(_transaction(conn, lock, work))
+    except BaseException:
+        lock.release()
+        raise
+    _WRITES.add(task)
+    task.add_done_callback(_forget)
+    return await asyncio.shield(task)
+
+
+# Strong references to writes in flight: the event loop keeps only weak ones, and a write whose
+# caller has gone must still run to its end.
+_WRITES: set[asyncio.Task[Any]] = set()
+
+
+def _forget(task: asyncio.Task[Any]) -> None:
+    _WRITES.discard(task)
+    if not task.cancelled():
+        task.exception()  # retrieved here, so an abandoned write's error is not reported as unhandled
+
+
+async def _transaction(conn: aiosqlite.Connection, lock: asyncio.Lock, work: Callable[[], Awaitable[T]]) -> T:
+    try:
         try:
-            yield
+            await conn.execute("BEGIN IMMEDIATE")
+            result = await work()
             await conn.execute("COMMIT")
         except BaseException:
-            # Shielded: under a cancelled scope the rollback must still run, or the shared
-            # connection stays inside a transaction and every later write fails.
-            with anyio.CancelScope(shield=True):
-                await _rollback_if_open(conn)
+            # Only the event loop shutting down can cancel this task; even then, undo what began.
+            await _rollback_if_open(conn)
             raise
+        return result
+    finally:
+        lock.release()
 
 
 async def _rollback_if_open(conn: aiosqlite.Connection) -> None:
+    # Sent through aiosqlite's queue, so it runs after any statement still queued (a cancelled
+    # await does not unqueue it); "no transaction is active" means the BEGIN never ran or the
+    # COMMIT did, and there is nothing to undo.
     try:
         await conn.execute("ROLLBACK")
     except sqlite3.OperationalError:
-        # A cancelled COMMIT may already have run on aiosqlite's thread: nothing left to undo.
         pass

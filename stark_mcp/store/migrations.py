@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import aiosqlite
 
-from stark_mcp.store.connection import write_transaction
+from stark_mcp.store.connection import run_write
 from stark_mcp.store.errors import StoreError
 
 
@@ -104,6 +104,23 @@ MIGRATIONS: tuple[Migration, ...] = (
             "CREATE INDEX exchanges_by_node ON exchanges (run_id, node_id, id)",
         ),
     ),
+    Migration(
+        2,
+        "profiles taken on demand after a node was recorded",
+        (
+            """
+            CREATE TABLE profiles (
+                seq INTEGER PRIMARY KEY AUTOINCREMENT,
+                run_id TEXT NOT NULL REFERENCES runs (id),
+                node_id TEXT NOT NULL,
+                profile_json TEXT NOT NULL,
+                created_at REAL NOT NULL,
+                FOREIGN KEY (run_id, node_id) REFERENCES nodes (run_id, id)
+            )
+            """,
+            "CREATE INDEX profiles_by_run ON profiles (run_id, seq)",
+        ),
+    ),
 )
 
 
@@ -135,7 +152,8 @@ async def apply_migrations(
     """
     check_sequence(migrations)
     applied: list[int] = []
-    async with write_transaction(conn, asyncio.Lock()):
+
+    async def work() -> None:
         await conn.execute(
             "CREATE TABLE IF NOT EXISTS schema_migrations ("
             " number INTEGER PRIMARY KEY, description TEXT NOT NULL, applied_at REAL NOT NULL)"
@@ -157,4 +175,6 @@ async def apply_migrations(
                 (migration.number, migration.description, time.time()),
             )
             applied.append(migration.number)
+
+    await run_write(conn, asyncio.Lock(), work)
     return applied

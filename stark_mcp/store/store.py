@@ -20,22 +20,28 @@ from typing import Any
 import aiosqlite
 from pydantic import ValidationError
 
-from stark_mcp.config import Settings
 from stark_mcp.problems import Problem
-from stark_mcp.records import Action, Evaluation, Node, ProfileReport, Status, TimingStats, Usage
+from stark_mcp.records import (
+    Action,
+    Evaluation,
+    ExchangeRecord,
+    Node,
+    ProfileReport,
+    RunRecord,
+    RunStatus,
+    Status,
+    StoredEvaluation,
+    TimingStats,
+    Usage,
+)
 from stark_mcp.store import codec, ids
-from stark_mcp.store.connection import connect, write_transaction
+from stark_mcp.store.connection import connect, run_write
 from stark_mcp.store.errors import NotFound, StoreError
 from stark_mcp.store.migrations import apply_migrations
-from stark_mcp.store.records import ExchangeRecord, RunRecord, RunStats, RunStatus, StoredEvaluation
+from stark_mcp.store.stats import RunStats
 
 # Ids are random, so a clash is rare; retrying a few times makes it vanishingly so.
 _ID_ATTEMPTS = 16
-
-
-def default_store_path() -> Path:
-    """Where the database lives unless told otherwise: ``STARK_DB_PATH`` or ``<STARK_HOME>/stark.db``."""
-    return Settings.from_env().database
 
 
 class Store:
@@ -110,21 +116,25 @@ class Store:
             strategy=strategy, policy=policy, budget=budget, seed=seed, config=config or {},
             baselines=baselines or {}, created_at=now, updated_at=now,
         )
-        async with write_transaction(self._conn, self._lock):
+
+        async def work() -> RunRecord:
+            chosen = run
             for _ in range(_ID_ATTEMPTS):
-                if not await self._exists("SELECT 1 FROM runs WHERE id = ?", (run.id,)):
+                if not await self._exists("SELECT 1 FROM runs WHERE id = ?", (chosen.id,)):
                     break
-                run = run.model_copy(update={"id": ids.new_run_id(self._rng)})
+                chosen = chosen.model_copy(update={"id": ids.new_run_id(self._rng)})
             else:
                 raise StoreError(f"could not draw an unused run id in {_ID_ATTEMPTS} tries")
-            await self._insert("runs", codec.run_columns(run))
+            await self._insert("runs", codec.run_columns(chosen))
             if root_evaluation is not None:
                 root = Node(
-                    id=ids.node_id(0), run_id=run.id, parent_id=None, seq=0, action=Action.ROOT,
+                    id=ids.node_id(0), run_id=chosen.id, parent_id=None, seq=0, action=Action.ROOT,
                     source=problem.source, evaluation=root_evaluation, created_at=now,
                 )
                 await self._insert("nodes", codec.node_columns(root))
-        return run
+            return chosen
+
+        return await run_write(self._conn, self._lock, work)
 
     async def get_run(self, run_id: str) -> RunRecord:
         async with self._lock:
@@ -145,7 +155,8 @@ class Store:
         config: dict[str, Any] | None = None,
     ) -> RunRecord:
         """Set the given fields (``config`` replaces the whole dict) and bump ``updated_at``."""
-        async with write_transaction(self._conn, self._lock):
+
+        async def work() -> RunRecord:
             current = await self._fetch_run(run_id)
             changes: dict[str, Any] = {"updated_at": max(time.time(), current.updated_at)}
             if status is not None:
@@ -164,7 +175,9 @@ class Store:
                 " config_json = :config_json, updated_at = :updated_at WHERE id = :id",
                 codec.run_columns(updated),
             )
-        return updated
+            return updated
+
+        return await run_write(self._conn, self._lock, work)
 
     async def run_stats(self, run_id: str) -> RunStats:
         async with self._lock:
@@ -214,7 +227,8 @@ class Store:
                 "the root node has no parent" if action is Action.ROOT
                 else f"a {action.value} node needs a parent"
             )
-        async with write_transaction(self._conn, self._lock):
+
+        async def work() -> Node:
             await self._require_run(run_id)
             if action is Action.ROOT:
                 if await self._exists("SELECT 1 FROM nodes WHERE run_id = ? AND action = 'root'", (run_id,)):
@@ -230,25 +244,42 @@ class Store:
                 created_at=time.time(),
             )
             await self._insert("nodes", codec.node_columns(node))
-        return node
+            return node
 
-    async def set_profile(self, run_id: str, node_id: str, profile: ProfileReport) -> Node:
-        """Attach a profile to a node's evaluation. Only the profile changes: the verdict, the times
-        and the score columns are left as they are."""
-        async with write_transaction(self._conn, self._lock):
-            row = await self._one("SELECT * FROM nodes WHERE run_id = ? AND id = ?", (run_id, node_id))
+        return await run_write(self._conn, self._lock, work)
+
+    async def add_profile(self, run_id: str, node_id: str, profile: ProfileReport) -> int:
+        """Keep a profile taken after a node was recorded (``profile_kernel``). Nodes are never
+        changed once written: profiles go in their own append-only table, and readers lay the
+        newest one over the node's evaluation (``ProfileReport.supersedes``). Returns its seq."""
+
+        async def work() -> int:
+            row = await self._one(
+                "SELECT evaluation_json IS NOT NULL FROM nodes WHERE run_id = ? AND id = ?", (run_id, node_id)
+            )
             if row is None:
                 await self._require_run(run_id)
                 raise NotFound(f"no node {node_id!r} in run {run_id!r}")
-            node = codec.node_from_row(row)
-            if node.evaluation is None:
+            if not row[0]:
                 raise StoreError(f"node {node_id!r} of run {run_id!r} has no evaluation to hold a profile")
-            evaluation = node.evaluation.model_copy(update={"profile": profile})
-            await self._conn.execute(
-                "UPDATE nodes SET evaluation_json = ? WHERE run_id = ? AND id = ?",
-                (evaluation.model_dump_json(), run_id, node_id),
+            cur = await self._conn.execute(
+                "INSERT INTO profiles (run_id, node_id, profile_json, created_at) VALUES (?, ?, ?, ?)",
+                (run_id, node_id, profile.model_dump_json(), time.time()),
             )
-        return node.model_copy(update={"evaluation": evaluation})
+            assert cur.lastrowid is not None
+            return int(cur.lastrowid)
+
+        return await run_write(self._conn, self._lock, work)
+
+    async def profiles(self, run_id: str, *, after_seq: int = 0) -> list[tuple[int, str, ProfileReport]]:
+        """Profiles kept with ``add_profile``, oldest first, as (seq, node id, report); only those
+        with a seq above ``after_seq`` when given (one indexed query, like ``nodes``)."""
+        async with self._lock:
+            rows = await self._all(
+                "SELECT seq, node_id, profile_json FROM profiles WHERE run_id = ? AND seq > ? ORDER BY seq",
+                (run_id, after_seq),
+            )
+        return [(int(r[0]), str(r[1]), ProfileReport.model_validate_json(r[2])) for r in rows]
 
     async def get_node(self, run_id: str, node_id: str) -> Node:
         async with self._lock:
@@ -258,11 +289,17 @@ class Store:
                 raise NotFound(f"no node {node_id!r} in run {run_id!r}")
         return codec.node_from_row(row)
 
-    async def nodes(self, run_id: str) -> list[Node]:
-        """Every node of the run in creation order."""
+    async def nodes(self, run_id: str, *, after_seq: int = -1) -> list[Node]:
+        """The run's nodes in creation order; only those with a seq above ``after_seq`` when given.
+
+        Nodes are never changed once written, so a reader holding the first ``k`` keeps them
+        current by asking for those after seq ``k - 1`` (one indexed query).
+        """
         async with self._lock:
             await self._require_run(run_id)
-            rows = await self._all("SELECT * FROM nodes WHERE run_id = ? ORDER BY seq", (run_id,))
+            rows = await self._all(
+                "SELECT * FROM nodes WHERE run_id = ? AND seq > ? ORDER BY seq", (run_id, after_seq)
+            )
         return [codec.node_from_row(row) for row in rows]
 
     async def count_nodes(self, run_id: str, *, exclude_root: bool = True) -> int:
@@ -283,19 +320,23 @@ class Store:
             id=ids.new_evaluation_id(self._rng), run_id=run_id, source_hash=source_hash,
             evaluation=evaluation, created_at=time.time(),
         )
-        async with write_transaction(self._conn, self._lock):
+
+        async def work() -> StoredEvaluation:
+            chosen = stored
             await self._require_run(run_id)
             for _ in range(_ID_ATTEMPTS):
-                if not await self._exists("SELECT 1 FROM evaluations WHERE id = ?", (stored.id,)):
+                if not await self._exists("SELECT 1 FROM evaluations WHERE id = ?", (chosen.id,)):
                     break
-                stored = stored.model_copy(update={"id": ids.new_evaluation_id(self._rng)})
+                chosen = chosen.model_copy(update={"id": ids.new_evaluation_id(self._rng)})
             else:
                 raise StoreError(f"could not draw an unused evaluation id in {_ID_ATTEMPTS} tries")
             await self._insert("evaluations", {
-                "id": stored.id, "run_id": run_id, "source_hash": source_hash,
-                "evaluation_json": evaluation.model_dump_json(), "created_at": stored.created_at,
+                "id": chosen.id, "run_id": run_id, "source_hash": source_hash,
+                "evaluation_json": evaluation.model_dump_json(), "created_at": chosen.created_at,
             })
-        return stored
+            return chosen
+
+        return await run_write(self._conn, self._lock, work)
 
     async def get_evaluation(self, evaluation_id: str) -> StoredEvaluation:
         async with self._lock:
@@ -321,7 +362,8 @@ class Store:
         """Keep one LLM call; ``node_id`` may be None and set later with ``attach_exchanges``."""
         created_at = time.time()
         request_json = codec.to_json(request, "exchange request")
-        async with write_transaction(self._conn, self._lock):
+
+        async def work() -> int | None:
             await self._require_node(run_id, node_id)
             cursor = await self._conn.execute(
                 "INSERT INTO exchanges (run_id, node_id, role, model, request_json, reply, usage_json,"
@@ -331,8 +373,10 @@ class Store:
                     created_at,
                 ),
             )
-            exchange_id = cursor.lastrowid
             await cursor.close()
+            return cursor.lastrowid
+
+        exchange_id = await run_write(self._conn, self._lock, work)
         assert exchange_id is not None  # set by every successful INSERT
         return ExchangeRecord(
             id=exchange_id, run_id=run_id, node_id=node_id, role=role, model=model,
@@ -348,7 +392,8 @@ class Store:
         wanted = sorted(set(exchange_ids))
         if not wanted:
             return
-        async with write_transaction(self._conn, self._lock):
+
+        async def work() -> None:
             await self._require_node(run_id, node_id)
             marks = ", ".join("?" for _ in wanted)
             rows = await self._all(
@@ -364,6 +409,8 @@ class Store:
                 f"UPDATE exchanges SET node_id = ? WHERE run_id = ? AND id IN ({marks})",
                 (node_id, run_id, *wanted),
             )
+
+        await run_write(self._conn, self._lock, work)
 
     async def exchanges(self, run_id: str, node_id: str | None = None) -> list[ExchangeRecord]:
         """The run's exchanges in the order they were logged; only one node's when ``node_id`` is given."""

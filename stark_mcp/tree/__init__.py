@@ -21,7 +21,7 @@ from stark_mcp.tree.leaderboard import leaderboard
 from stark_mcp.tree.policies import select
 from stark_mcp.tree.seeding import step_rng
 from stark_mcp.tree.structure import Tree
-from stark_mcp.tree.windows import context_window, window_candidates
+from stark_mcp.tree.windows import context_window, recent_window, window_candidates
 
 __all__ = [
     "BEGIN_MARK",
@@ -43,6 +43,7 @@ __all__ = [
     "eligible",
     "is_dead",
     "leaderboard",
+    "recent_window",
     "select",
     "step_rng",
     "window_candidates",

@@ -13,8 +13,9 @@ def is_dead(tree: Tree, node: Node, n_child: int) -> bool:
     A childless node is never dead, which is what guarantees the stark policy always has a
     candidate (see docs/search.md).
     """
-    children = tree.children(node.id)
-    return len(children) > n_child and all(child.has_bug for child in children)
+    # Counted first: most nodes have few children, and listing them all for every node is what
+    # a selection on a large tree would spend its time on.
+    return tree.child_count(node.id) > n_child and all(child.has_bug for child in tree.children(node.id))
 
 
 def eligible(tree: Tree, config: PolicyConfig) -> list[Node]:
@@ -31,7 +32,7 @@ def eligible(tree: Tree, config: PolicyConfig) -> list[Node]:
         if node.id == root.id:
             # The root is governed by throttling alone (greedy does not throttle); pruning it
             # would end a run whose first attempts all failed.
-            if config.name == "greedy" or len(tree.children(root.id)) < config.n_root:
+            if config.name == "greedy" or tree.child_count(root.id) < config.n_root:
                 nodes.append(node)
         elif not is_dead(tree, node, config.n_child):
             nodes.append(node)
@@ -40,7 +41,7 @@ def eligible(tree: Tree, config: PolicyConfig) -> list[Node]:
 
 def expandable_leaves(tree: Tree, nodes: list[Node]) -> list[Node]:
     """The childless nodes among ``nodes`` (exploration targets, failing ones included)."""
-    return [n for n in nodes if not tree.children(n.id)]
+    return [n for n in nodes if not tree.child_count(n.id)]
 
 
 def best(nodes: list[Node]) -> Node:

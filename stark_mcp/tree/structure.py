@@ -67,6 +67,39 @@ class Tree:
         self._children = {k: tuple(v) for k, v in children.items()}
         self.root: Node = root
 
+    def extended(self, nodes: Iterable[Node]) -> Tree:
+        """This tree with ``nodes`` added, each created after every node already in it (a higher seq).
+
+        Costs the new nodes, not the whole tree: each needs only a parent already in the tree (or
+        earlier among ``nodes``), which keeps every node below the root. Raises ``TreeError`` as the
+        constructor would.
+        """
+        added = sorted(nodes, key=_order)
+        if not added:
+            return self
+        if _order(added[0]) <= _order(self._ordered[-1]):
+            raise TreeError(f"node {added[0].id} is not newer than {self._ordered[-1].id}; build a new Tree")
+        by_id = dict(self._by_id)
+        children = dict(self._children)
+        for node in added:
+            if node.id in by_id:
+                raise TreeError(f"duplicate node id {node.id!r}")
+            if node.action is Action.ROOT or node.parent_id is None:
+                raise TreeError(
+                    f"a tree needs exactly one node with action 'root'; found {self.root.id}, {node.id}"
+                )
+            if node.parent_id not in by_id:
+                raise TreeError(f"node {node.id} names parent {node.parent_id!r}, which is not in the tree")
+            by_id[node.id] = node
+            children[node.parent_id] = children[node.parent_id] + (node,)
+            children[node.id] = ()
+        tree = Tree.__new__(Tree)
+        tree._ordered = self._ordered + tuple(added)
+        tree._by_id = by_id
+        tree._children = children
+        tree.root = self.root
+        return tree
+
     def __len__(self) -> int:
         return len(self._ordered)
 
@@ -81,6 +114,10 @@ class Tree:
             return self._by_id[node_id]
         except KeyError:
             raise TreeError(f"no node {node_id!r} in this run's tree") from None
+
+    def child_count(self, node_id: str) -> int:
+        self.get(node_id)
+        return len(self._children[node_id])
 
     def children(self, node_id: str) -> list[Node]:
         self.get(node_id)

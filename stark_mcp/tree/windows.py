@@ -14,7 +14,7 @@ import random
 from stark_mcp.records import Node
 from stark_mcp.tree.config import Role
 from stark_mcp.tree.errors import TreeError
-from stark_mcp.tree.leaderboard import rank
+from stark_mcp.tree.leaderboard import leaderboard
 from stark_mcp.tree.structure import Tree
 
 
@@ -22,9 +22,7 @@ def window_candidates(tree: Tree, node_id: str, role: Role, *, top_r: int = 2) -
     """Every historical node the role's formula admits (uncapped), in seq order."""
     tree.get(node_id)
     if role == "plan":
-        inside = tree.subtree_ids(node_id)
-        outside = [n for n in tree if n.id not in inside]
-        picked = tree.children(node_id) + rank(outside, top_r)
+        picked = tree.children(node_id) + leaderboard(tree, top_r, excluding=tree.subtree_ids(node_id))
     elif role == "code":
         picked = tree.children(node_id) + [c for s in tree.siblings(node_id) for c in tree.children(s.id)]
     elif role == "debug":
@@ -50,3 +48,15 @@ def context_window(
     if len(nodes) > cap:
         nodes = sorted(rng.sample(nodes, cap), key=lambda n: (n.seq, n.id))
     return [n.id for n in nodes]
+
+
+def recent_window(tree: Tree, node_id: str, *, cap: int = 5) -> list[str]:
+    """The fixed window of the no-windows ablation: the ``cap`` latest attempts, whatever the role.
+
+    Like ``context_window`` it never includes ``node_id`` or the root, and returns seq order.
+    """
+    if cap < 0:
+        raise TreeError(f"a window cap must be >= 0, got {cap}")
+    tree.get(node_id)
+    others = [n for n in tree if n.id not in (node_id, tree.root.id)]
+    return [n.id for n in others[-cap:]] if cap else []

@@ -81,8 +81,14 @@ def load(folder: Path) -> list[Case]:
         if path.name.startswith("_"):
             continue
         doc = path.read_text().split('"""')[1]
-        cases.append(Case(path, _field(doc, "Class", path), _field(doc, "Problem", path),
-                          parse_expect(_field(doc, "Expect", path))))
+        cases.append(
+            Case(
+                path,
+                _field(doc, "Class", path),
+                _field(doc, "Problem", path),
+                parse_expect(_field(doc, "Expect", path)),
+            )
+        )
     return cases
 
 

@@ -7,9 +7,17 @@ import pytest
 from stark_mcp.evaluator import EvalSettings, Evaluator
 
 # Short budgets: each case is judged on correctness calls plus a brief interleaved timing loop.
-SUITE = EvalSettings(baselines=("eager",), trials=3, min_calls=20, min_time_s=0.005, max_time_s=0.2,
-                     correctness_timeout_s=30.0, timing_timeout_s=60.0, load_timeout_s=90.0,
-                     build_timeout_s=300.0)
+SUITE = EvalSettings(
+    baselines=("eager",),
+    trials=3,
+    min_calls=20,
+    min_time_s=0.005,
+    max_time_s=0.2,
+    correctness_timeout_s=30.0,
+    timing_timeout_s=60.0,
+    load_timeout_s=90.0,
+    build_timeout_s=300.0,
+)
 
 
 @pytest.fixture(scope="session")

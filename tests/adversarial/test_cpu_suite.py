@@ -35,7 +35,12 @@ def test_the_suite_covers_every_class_with_several_variants() -> None:
     for case in CPU_CASES:
         classes[case.klass] = classes.get(case.klass, 0) + 1
     assert len(CPU_CASES) >= 40
-    for klass in ("timed calls do no work", "secrets readable", "the judge is patchable", "blame and crashes"):
+    for klass in (
+        "timed calls do no work",
+        "secrets readable",
+        "the judge is patchable",
+        "blame and crashes",
+    ):
         assert classes.get(klass, 0) >= 3, classes
     assert sum(1 for c in CPU_CASES if c.honest) >= 5
 
@@ -43,10 +48,14 @@ def test_the_suite_covers_every_class_with_several_variants() -> None:
 @pytest.mark.parametrize("case", CPU_CASES, ids=[c.name for c in CPU_CASES])
 async def test_case(suite_evaluator, case: cases.Case) -> None:
     problem = load_problem(str(cases.HERE / "problems" / f"{case.problem}.py"))
-    evaluation = await suite_evaluator.evaluate(problem, case.source, device="cpu", settings=SUITE, use_cache=False)
+    evaluation = await suite_evaluator.evaluate(
+        problem, case.source, device="cpu", settings=SUITE, use_cache=False
+    )
     ok, seen = cases.judge(case, evaluation)
-    assert ok, f"{case.name} ({case.klass}): expected {' | '.join(map(str, case.expect))}, got {seen}: " \
-               f"{evaluation.message[:300]}"
+    assert ok, (
+        f"{case.name} ({case.klass}): expected {' | '.join(map(str, case.expect))}, got {seen}: "
+        f"{evaluation.message[:300]}"
+    )
     assert evaluation.trust is not None and evaluation.trust.isolation
     deadline = time.monotonic() + 5
     while leftovers() and time.monotonic() < deadline:

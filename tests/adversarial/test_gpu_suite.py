@@ -15,11 +15,22 @@ from stark_mcp.problems import load_problem
 from tests.adversarial import cases
 
 GPU_CASES = cases.load(cases.HERE / "gpu")
-SETTINGS = EvalSettings(baselines=("eager",), trials=3, max_time_s=1.0, correctness_timeout_s=60.0,
-                        timing_timeout_s=120.0, load_timeout_s=60.0, build_timeout_s=300.0, profile=False,
-                        sanitize=False)
-pytestmark = [pytest.mark.gpu, pytest.mark.anyio,
-              pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")]
+SETTINGS = EvalSettings(
+    baselines=("eager",),
+    trials=3,
+    max_time_s=1.0,
+    correctness_timeout_s=60.0,
+    timing_timeout_s=120.0,
+    load_timeout_s=60.0,
+    build_timeout_s=300.0,
+    profile=False,
+    sanitize=False,
+)
+pytestmark = [
+    pytest.mark.gpu,
+    pytest.mark.anyio,
+    pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device"),
+]
 
 
 @pytest.fixture(scope="module")
@@ -34,8 +45,9 @@ async def test_gpu_case(gpu_evaluator, case: cases.Case, record_property) -> Non
     record_property("class", case.klass)
     record_property("expected", " | ".join(map(str, case.expect)))
     t0 = time.monotonic()
-    evaluation = await gpu_evaluator.evaluate(problem, case.source, device="cuda", settings=SETTINGS,
-                                              use_cache=False)
+    evaluation = await gpu_evaluator.evaluate(
+        problem, case.source, device="cuda", settings=SETTINGS, use_cache=False
+    )
     ok, seen = cases.judge(case, evaluation)
     record_property("got", seen)
     record_property("wall_s", round(time.monotonic() - t0, 1))
@@ -43,8 +55,13 @@ async def test_gpu_case(gpu_evaluator, case: cases.Case, record_property) -> Non
         record_property("median_ms", round(evaluation.runtime.median_ms, 5))
     trust = evaluation.trust
     if trust is not None:
-        record_property("trust", f"{trust.isolation}; checked {trust.checked_calls}/{trust.calls} "
-                        f"(timed {trust.timed_checked}/{trust.timed_calls}); reported "
-                        f"{trust.reported_ms and round(trust.reported_ms, 4)} ms, trusted "
-                        f"{trust.external_ms and round(trust.external_ms, 4)} ms")
-    assert ok, f"{case.name}: expected {' | '.join(map(str, case.expect))}, got {seen}: {evaluation.message[:400]}"
+        record_property(
+            "trust",
+            f"{trust.isolation}; checked {trust.checked_calls}/{trust.calls} "
+            f"(timed {trust.timed_checked}/{trust.timed_calls}); reported "
+            f"{trust.reported_ms and round(trust.reported_ms, 4)} ms, trusted "
+            f"{trust.external_ms and round(trust.external_ms, 4)} ms",
+        )
+    assert ok, (
+        f"{case.name}: expected {' | '.join(map(str, case.expect))}, got {seen}: {evaluation.message[:400]}"
+    )

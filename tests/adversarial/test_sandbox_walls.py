@@ -1,6 +1,7 @@
 """Issue 10's walls, checked from outside: an attacker given the real host paths and a live port writes
 nothing outside its scratch space, reaches no network and leaves no process, at each isolation level
-this machine allows (weaker levels forced with STARK_ISOLATION). Each test id names the level it ran."""
+this machine allows (weaker levels forced through the isolation setting). Each test id names the level
+it ran."""
 
 from __future__ import annotations
 
@@ -15,15 +16,17 @@ import pytest
 
 from stark_mcp.evaluator import EvalSettings, Evaluator
 from stark_mcp.evaluator.sandbox import levels
+from stark_mcp.evaluator.sandbox.levels import SandboxPolicy
 from stark_mcp.problems import load_problem
 from stark_mcp.records import Status
 from tests.adversarial import cases
 
-SETTINGS = EvalSettings(baselines=("eager",), trials=2, min_calls=10, min_time_s=0.002, max_time_s=0.1,
-                        load_timeout_s=90.0)
+SETTINGS = EvalSettings(
+    baselines=("eager",), trials=2, min_calls=10, min_time_s=0.002, max_time_s=0.1, load_timeout_s=90.0
+)
 pytestmark = pytest.mark.anyio
 
-ATTACK = '''
+ATTACK = """
 import glob, os, socket, sqlite3
 import torch
 import torch.nn as nn
@@ -74,16 +77,11 @@ class ModelNew(nn.Module):
 
     def forward(self, a, b):
         return torch.relu(a * self.scale + b)
-'''
+"""
 
 
 def available_levels() -> list[str]:
-    forced = os.environ.pop(levels.FORCE_ENV, None)
-    try:
-        return list(levels.detect(refresh=True).possible)
-    finally:
-        if forced is not None:
-            os.environ[levels.FORCE_ENV] = forced
+    return list(levels.detect(refresh=True).possible)
 
 
 class Listener:
@@ -115,8 +113,6 @@ def snapshot(root: Path) -> dict[str, str]:
 
 @pytest.mark.parametrize("level", available_levels())
 async def test_an_attacker_changes_nothing_outside_its_scratch(level, tmp_path, monkeypatch) -> None:
-    monkeypatch.setenv("STARK_ISOLATION", level)
-    levels.detect(refresh=True)
     home, stark_home = tmp_path / "home", tmp_path / "stark"
     cache = stark_home / "cache"
     home.mkdir()
@@ -131,15 +127,24 @@ async def test_an_attacker_changes_nothing_outside_its_scratch(level, tmp_path, 
     problem = load_problem(str(cases.HERE / "problems" / "scaled_add.py"))
     honest = (cases.HERE / "cpu" / "honest_fused_add.py").read_text()
     try:
-        async with Evaluator(cache, SETTINGS, hidden=[stark_home, home]) as ev:
+        async with Evaluator(cache, SETTINGS, hidden=[stark_home, home], policy=SandboxPolicy(level)) as ev:
             first = await ev.evaluate(problem, honest, device="cpu")  # fills the caches an attacker wants
             assert first.status is Status.PASSED, first.message
             before = {**snapshot(cache), **snapshot(home), **snapshot(stark_home)}
-            targets = [str(cache / "baselines" / "forged.json"), str(cache / "results" / problem.hash / "x.json"),
-                       str(home / ".bashrc"), str(home / "secret.txt"), str(db) + "-journal",
-                       str(cache / "builds" / "other" / "x.so"), str(Path.home() / "pwned.txt")]
-            source = (ATTACK.replace("TARGET_PATHS", repr(targets)).replace("PORT_NUMBER", str(listener.port))
-                      .replace("DB_PATH", repr(str(db))))
+            targets = [
+                str(cache / "baselines" / "forged.json"),
+                str(cache / "results" / problem.hash / "x.json"),
+                str(home / ".bashrc"),
+                str(home / "secret.txt"),
+                str(db) + "-journal",
+                str(cache / "builds" / "other" / "x.so"),
+                str(Path.home() / "pwned.txt"),
+            ]
+            source = (
+                ATTACK.replace("TARGET_PATHS", repr(targets))
+                .replace("PORT_NUMBER", str(listener.port))
+                .replace("DB_PATH", repr(str(db)))
+            )
             attacked = await ev.evaluate(problem, source, device="cpu", use_cache=False)
             after_first = {**snapshot(cache), **snapshot(home), **snapshot(stark_home)}
             again = await ev.evaluate(problem, honest, device="cpu")
@@ -149,8 +154,11 @@ async def test_an_attacker_changes_nothing_outside_its_scratch(level, tmp_path, 
     assert attacked.trust is not None and attacked.trust.isolation == level
     changed = {p for p in set(before) | set(after_first) if before.get(p) != after_first.get(p)}
     # The parent itself writes the attacked evaluation's signed result into the cache: that one is expected.
-    changed = {p for p in changed if not p.startswith(str(cache / "results"))
-               or "pwned" in Path(p).read_text(errors="replace")}
+    changed = {
+        p
+        for p in changed
+        if not p.startswith(str(cache / "results")) or "pwned" in Path(p).read_text(errors="replace")
+    }
     if level == "process":
         # Same user, no walls: writes may land, but nothing the attacker wrote is ever reused.
         assert again.status is Status.PASSED and not again.cached

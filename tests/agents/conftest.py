@@ -11,7 +11,8 @@ from .samples import CANDIDATE, REFERENCE
 
 def timing(median: float) -> TimingStats:
     return TimingStats(
-        median_ms=median, iqr_ms=median / 20, mean_ms=median, min_ms=median * 0.9, max_ms=median * 1.2, samples=40
+        median_ms=median, iqr_ms=median / 20, mean_ms=median, min_ms=median * 0.9, max_ms=median * 1.2,
+        samples=40
     )
 
 

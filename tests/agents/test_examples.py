@@ -17,7 +17,8 @@ def _string_constants(path: Path) -> dict[str, str]:
     module = ast.parse(path.read_text())
     found: dict[str, str] = {}
     for stmt in module.body:
-        if isinstance(stmt, ast.Assign) and isinstance(stmt.value, ast.Constant) and isinstance(stmt.value.value, str):
+        if isinstance(stmt, ast.Assign) and isinstance(stmt.value,
+            ast.Constant) and isinstance(stmt.value.value, str):
             for target in stmt.targets:
                 if isinstance(target, ast.Name):
                     found[target.id] = stmt.value.value
@@ -58,7 +59,8 @@ def test_cuda_example_follows_the_fast_building_layout() -> None:
     assert "__half" not in cuda
     assert "torch/extension.h" in cpp and "PYBIND11_MODULE" in cpp and "getCurrentCUDAStream" in cpp
     assert {"cpp_sources", "cuda_sources", "no_implicit_headers"} <= _load_inline_keywords(path)
-    assert _class_init_args(path, "ModelNew") == _class_init_args(builtin_prompts_dir() / "example_reference.py", "Model")
+    assert _class_init_args(path,
+        "ModelNew") == _class_init_args(builtin_prompts_dir() / "example_reference.py", "Model")
 
 
 def test_cpu_example_is_cpp_only() -> None:
@@ -69,7 +71,8 @@ def test_cpu_example_is_cpp_only() -> None:
 
 
 @pytest.mark.slow
-def test_cpu_example_builds_and_matches_its_reference(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_cpu_example_builds_and_matches_its_reference(tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(tmp_path / "extensions"))
     folder = builtin_prompts_dir()
     reference = _import(folder / "example_reference.py", "stark_example_reference")

@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 
 from stark_mcp.agents import AgentError, extract_source, parse_plan_reply, plan_text, split_plan_text
-from stark_mcp.agents.parsing import code_blocks
+from stark_mcp.agents.parsing import code_blocks, parse_advice_reply
 from stark_mcp.tree import AnchorError
 from stark_mcp.tree.anchors import BEGIN_MARK, END_MARK
 
@@ -16,7 +16,8 @@ KERNEL_SPAN = CANDIDATE.replace(
 ).replace("* s; }\n", f"* s; }}\n// {END_MARK}\n")
 
 
-def plan_reply(scaffold: str, advice: str = "Fuse tanh and the scaling into one C++ loop over the tensor.") -> str:
+def plan_reply(scaffold: str,
+    advice: str = "Fuse tanh and the scaling into one C++ loop over the tensor.") -> str:
     return f"## Advice\n{advice}\n\n## Scaffold\n```python\n{scaffold}```\n"
 
 
@@ -70,8 +71,13 @@ def test_plan_reply_with_unclosed_span_is_rejected() -> None:
 
 
 def test_plan_reply_without_scaffold_block() -> None:
-    with pytest.raises(AgentError, match="no scaffold"):
+    with pytest.raises(AgentError, match="no scaffold.*heading before it is optional"):
         parse_plan_reply("## Advice\nFuse them.\n", REFERENCE)
+
+
+def test_plan_reply_needs_no_scaffold_heading() -> None:
+    parsed = parse_plan_reply(f"## Advice\nFuse them.\n\n```python\n{SCAFFOLD}```\n", REFERENCE)
+    assert parsed.advice == "Fuse them." and parsed.spans >= 1
 
 
 def test_plan_reply_without_advice() -> None:
@@ -137,7 +143,8 @@ def test_prose_reply_is_rejected() -> None:
 def test_code_blocks_handles_longer_fences_and_unclosed_tail() -> None:
     text = "````python\nprint('```')\n````\ntext\n```python\nx = 1\n"
     blocks = code_blocks(text)
-    assert [(b.lang, b.code, b.closed) for b in blocks] == [("python", "print('```')", True), ("python", "x = 1\n", False)]
+    assert [(b.lang, b.code, b.closed) for b in blocks] == [("python", "print('```')", True), ("python",
+        "x = 1\n", False)]
 
 
 def test_plan_on_the_reference_with_an_insertion_span() -> None:
@@ -147,3 +154,13 @@ def test_plan_on_the_reference_with_an_insertion_span() -> None:
     )
     parsed = parse_plan_reply(plan_reply(scaffold), REFERENCE)
     assert parsed.spans == 2
+
+
+def test_an_advice_only_plan_keeps_the_prose_and_refuses_code() -> None:
+    plan = parse_advice_reply("## Advice\nFuse the two loops.\n")
+    assert (plan.advice, plan.scaffold, plan.spans) == ("Fuse the two loops.", "", 0)
+    assert plan.text == "## Advice\nFuse the two loops.\n"
+    with pytest.raises(AgentError, match="has a code block"):
+        parse_advice_reply("## Advice\nLike this:\n```python\nx = 1\n```\n")
+    with pytest.raises(AgentError, match="no advice"):
+        parse_advice_reply("## Advice\n\n")

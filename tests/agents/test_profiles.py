@@ -17,8 +17,12 @@ SAMPLES = Path(__file__).resolve().parents[1] / "fixtures" / "profiles"
 
 
 def ncu_profile(own: str = "") -> ProfileReport:
-    report = profiles.from_answer({"source": "ncu", "report": (SAMPLES / "ncu_raw.csv").read_text(),
-                                   "shape": "default"}, own or None, 40, 9.4)
+    report = profiles.from_answer(
+        {"source": "ncu", "report": (SAMPLES / "ncu_raw.csv").read_text(), "shape": "default"},
+        own or None,
+        40,
+        9.4,
+    )
     assert report.source == "ncu"
     return report
 
@@ -36,15 +40,21 @@ def with_profile(tree: Tree, **reports: ProfileReport) -> Tree:
 
 
 def plan_body(problem: Problem, tree: Tree, node_id: str, window: list[str], role: str = "plan") -> str:
-    return render_prompt(role, problem=problem, tree=tree, node_id=node_id, window_ids=window,  # type: ignore[arg-type]
-                         device="cuda").body
+    return render_prompt(
+        role,
+        problem=problem,
+        tree=tree,
+        node_id=node_id,
+        window_ids=window,  # type: ignore[arg-type]
+        device="cuda",
+    ).body
 
 
 def test_the_planner_sees_the_nodes_kernels_and_how_to_read_them(problem: Problem, tree: Tree) -> None:
     own = "__global__ void vectorized_elementwise_kernel(float* x) {}"
     tree = with_profile(tree, n1=ncu_profile(own))
     body = plan_body(problem, tree, "n1", ["n2", "n3"])
-    latest = body[body.index("## Latest attempt"): body.index("## History")]
+    latest = body[body.index("## Latest attempt") : body.index("## History")]
     assert "### Profiles: where the device time goes" in latest
     rows = [line for line in latest.splitlines() if line.startswith("| n1 |")]
     assert len(rows) == 2
@@ -55,9 +65,15 @@ def test_the_planner_sees_the_nodes_kernels_and_how_to_read_them(problem: Proble
     assert "| 65536 / 128 |" in add and "| 90 |" in add and "% of DRAM roof" in add and "| memory |" in add
     assert "long_scoreboard 68%" in add
     assert "- n1: Nsight Compute counters, NVIDIA H100 80GB HBM3, 2 kernels" in latest
-    instruction = body[body.index("## Instruction"):]
-    for words in ("memory-bound", "compute-bound", "latency-bound", "long_scoreboard", "occupancy",
-                  "roofline"):
+    instruction = body[body.index("## Instruction") :]
+    for words in (
+        "memory-bound",
+        "compute-bound",
+        "latency-bound",
+        "long_scoreboard",
+        "occupancy",
+        "roofline",
+    ):
         assert words in instruction, words
 
 
@@ -93,17 +109,26 @@ def test_many_kernels_are_summed_into_one_row(problem: Problem) -> None:
 
 
 def test_the_debugger_reads_the_sanitizer_report(problem: Problem, tree: Tree) -> None:
-    report = ("========= Invalid __global__ write of size 4 bytes\n"
-              "=========     by thread (100,0,0) in block (0,0,0)")
-    failing = tree.get("n3").model_copy(update={"evaluation": Evaluation(
-        status=Status.RUNTIME_ERROR, reason="exception",
-        message="forward raised AcceleratorError: CUDA error: an illegal memory access was encountered",
-        logs={"compute-sanitizer": report})})
+    report = (
+        "========= Invalid __global__ write of size 4 bytes\n"
+        "=========     by thread (100,0,0) in block (0,0,0)"
+    )
+    failing = tree.get("n3").model_copy(
+        update={
+            "evaluation": Evaluation(
+                status=Status.RUNTIME_ERROR,
+                reason="exception",
+                message="forward raised AcceleratorError: CUDA error: "
+                "an illegal memory access was encountered",
+                logs={"compute-sanitizer": report},
+            )
+        }
+    )
     tree = Tree([n if n.id != "n3" else failing for n in tree])
     body = plan_body(problem, tree, "n3", [], role="debug")
-    latest = body[body.index("## Latest attempt"): body.index("## History")]
+    latest = body[body.index("## Latest attempt") : body.index("## History")]
     assert "compute-sanitizer log:" in latest and "by thread (100,0,0)" in latest
-    assert "compute-sanitizer log is shown" in body[body.index("## Instruction"):]
+    assert "compute-sanitizer log is shown" in body[body.index("## Instruction") :]
 
 
 @pytest.mark.parametrize("share,expected", [(0.5, "50%"), (0.004, "0%")])

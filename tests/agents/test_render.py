@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 from stark_mcp.agents import PLAN_FOCI, AgentError, Prompt, plan_text, render_prompt
-from stark_mcp.agents.templates import PROMPTS_ENV
+from stark_mcp.agents.templates import PromptTemplates
 from stark_mcp.problems import Problem
 from stark_mcp.tree import Tree, TreeError
 from stark_mcp.tree.anchors import BEGIN_MARK, END_MARK
@@ -14,7 +14,8 @@ from .samples import REFERENCE
 
 SCAFFOLD = REFERENCE.replace(
     "        y = torch.tanh(x)\n        return y * self.scale\n",
-    f"        # {BEGIN_MARK}\n        y = torch.tanh(x)\n        return y * self.scale\n        # {END_MARK}\n",
+    f"        # {BEGIN_MARK}\n        y = torch.tanh(x)\n        return y * self.scale\n"
+    f"        # {END_MARK}\n",
 )
 PLAN = plan_text("Write one C++ loop computing tanh(x) * scale.", SCAFFOLD)
 
@@ -29,7 +30,7 @@ def _render(role: str, problem: Problem, tree: Tree, node_id: str = "n1", window
 
 def _in_order(text: str, *needles: str) -> None:
     positions = [text.index(n) for n in needles]
-    assert positions == sorted(positions), list(zip(needles, positions))
+    assert positions == sorted(positions), list(zip(needles, positions, strict=True))
 
 
 @pytest.mark.parametrize("role", ["plan", "code", "debug", "generalist"])
@@ -97,7 +98,8 @@ def test_unknown_window_node_is_an_error(problem: Problem, tree: Tree) -> None:
 def test_code_prompt_includes_advice_and_scaffold(problem: Problem, tree: Tree) -> None:
     body = _render("code", problem, tree, "n0", plan=PLAN).body
     _in_order(body, "## Latest attempt", "### The plan for this step",
-              "Write one C++ loop computing tanh(x) * scale.", f"# {BEGIN_MARK}", f"# {END_MARK}", "## History")
+              "Write one C++ loop computing tanh(x) * scale.", f"# {BEGIN_MARK}", f"# {END_MARK}",
+              "## History")
 
 
 def test_code_prompt_accepts_a_bare_scaffold_as_plan(problem: Problem, tree: Tree) -> None:
@@ -124,7 +126,7 @@ def test_device_selects_guidance_and_example(problem: Problem, tree: Tree) -> No
     cuda = render_prompt("plan", problem=problem, tree=tree, node_id="n1", window_ids=[], device="cuda:1")
     cpu = render_prompt("plan", problem=problem, tree=tree, node_id="n1", window_ids=[], device="cpu")
     assert "cuda_sources" in cuda.system and "extern \"C\"" in cuda.system
-    assert "at::parallel_for" in cpu.system and "no CUDA" in cpu.system
+    assert "at::parallel_for" in cpu.system and "no CUDA" in cpu.system and "on one thread" in cpu.system
     assert "__global__" in cuda.prefix and "__global__" not in cpu.prefix
     assert "at::parallel_for" in cpu.prefix
     # The prefix is the same for every role, so providers can cache it across calls.
@@ -147,19 +149,27 @@ def test_to_request_and_retry(problem: Problem, tree: Tree) -> None:
     )
     again = prompt.with_retry(["no anchors", "line 3 drifted"])
     assert again.body.startswith(prompt.body)
-    _in_order(again.body, "## Your previous reply was rejected", "- attempt 1: no anchors", "- attempt 2: line 3 drifted")
+    _in_order(again.body, "## Your previous reply was rejected", "- attempt 1: no anchors",
+        "- attempt 2: line 3 drifted")
 
 
 def test_override_changes_rendering_and_missing_placeholder_fails(
-    problem: Problem, tree: Tree, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    problem: Problem, tree: Tree, tmp_path: Path
 ) -> None:
-    monkeypatch.setenv(PROMPTS_ENV, str(tmp_path))
+    templates = PromptTemplates(tmp_path)
     (tmp_path / "debug.md").write_text("Fix $node_id on $device, please.\n")
-    body = _render("debug", problem, tree, "n2").body
+    body = _render("debug", problem, tree, "n2", templates=templates).body
     assert body.endswith("## Instruction\n\nFix n2 on cuda, please.")
+    assert "Fix n2" not in _render("debug", problem, tree, "n2").body  # the packaged set is untouched
     (tmp_path / "debug.md").write_text("Fix $node_id within $deadline.\n")
     with pytest.raises(AgentError, match=r"debug.md uses \$deadline"):
-        _render("debug", problem, tree, "n2")
+        _render("debug", problem, tree, "n2", templates=templates)
+
+
+def test_a_retry_uses_the_prompts_own_templates(problem: Problem, tree: Tree, tmp_path: Path) -> None:
+    (tmp_path / "retry.md").write_text("\nRejected: $errors\n")
+    prompt = _render("debug", problem, tree, "n2", templates=PromptTemplates(tmp_path))
+    assert prompt.with_retry(["no code"]).body.endswith("Rejected: - attempt 1: no code")
 
 
 

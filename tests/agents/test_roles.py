@@ -13,7 +13,7 @@ from stark_mcp.agents import (
     render_prompt,
     total_usage,
 )
-from stark_mcp.llm import LLMCallFailed, LLMReply, ScriptedBackend
+from stark_mcp.llm import LLMCallFailed, LLMReply, ModelPrice, PriceTable, ScriptedBackend
 from stark_mcp.problems import Problem
 from stark_mcp.records import Usage
 from stark_mcp.tree import Tree
@@ -27,7 +27,8 @@ GOOD_PLAN = f"## Advice\nFuse tanh and scale into one loop.\n\n## Scaffold\n```p
 NO_ANCHORS = f"## Advice\nFuse tanh and scale.\n\n## Scaffold\n```python\n{REFERENCE}```\n"
 
 
-def prompt_for(role: str, problem: Problem, tree: Tree, node_id: str = "n0", plan: str | None = None) -> Prompt:
+def prompt_for(role: str, problem: Problem, tree: Tree, node_id: str = "n0",
+    plan: str | None = None) -> Prompt:
     return render_prompt(
         role, problem=problem, tree=tree, node_id=node_id, window_ids=[], device="cpu", plan=plan  # type: ignore[arg-type]
     )
@@ -45,7 +46,8 @@ async def test_plan_agent_retries_after_invalid_anchors(problem: Problem, tree: 
     assert first.body == prompt.body
     # The second request repeats the prompt and adds the exact complaint.
     assert second.body.startswith(prompt.body)
-    assert "## Your previous reply was rejected" in second.body and "- attempt 1: the scaffold has no anchors" in second.body
+    assert "## Your previous reply was rejected" in second.body
+    assert "- attempt 1: the scaffold has no anchors" in second.body
     assert (second.system, second.prefix, second.role) == (prompt.system, prompt.prefix, "plan")
     assert exchanges[1].reply is not None and exchanges[1].reply.text == GOOD_PLAN
 
@@ -89,7 +91,8 @@ async def test_code_agent_retries_a_reply_without_model_new(problem: Problem, tr
 async def test_code_agent_failure_is_bounded(problem: Problem, tree: Tree) -> None:
     backend = ScriptedBackend(["sorry", "still sorry", "again"])
     with pytest.raises(AgentError) as info:
-        await CodeAgent(backend, max_attempts=2).run(prompt_for("code", problem, tree, plan=plan_text("F.", SCAFFOLD)))
+        await CodeAgent(backend,
+            max_attempts=2).run(prompt_for("code", problem, tree, plan=plan_text("F.", SCAFFOLD)))
     assert len(info.value.exchanges) == 2 and backend.pending == 1
 
 
@@ -104,7 +107,8 @@ async def test_debug_agent_returns_the_fixed_source(problem: Problem, tree: Tree
 
 @pytest.mark.anyio
 async def test_generalist_agent_uses_structured_output(problem: Problem, tree: Tree) -> None:
-    reply = LLMReply(text="", structured={"source": CANDIDATE}, usage=Usage(input_tokens=5, calls=1), model="m")
+    reply = LLMReply(text="", structured={"source": CANDIDATE}, usage=Usage(input_tokens=5, calls=1),
+        model="m")
     backend = ScriptedBackend([reply])
     source, _ = await GeneralistAgent(backend).run(prompt_for("generalist", problem, tree, node_id="n1"))
     assert source == CANDIDATE
@@ -130,7 +134,9 @@ async def test_backend_failure_propagates_with_the_exchanges_so_far(problem: Pro
 
 @pytest.mark.anyio
 async def test_total_usage_sums_every_call(problem: Problem, tree: Tree) -> None:
-    backend = ScriptedBackend([NO_ANCHORS, GOOD_PLAN])
+    prices = PriceTable(models={"scripted": ModelPrice(input=3.0, output=15.0, cache_read=0.3,
+        cache_write=3.75)})
+    backend = ScriptedBackend([NO_ANCHORS, GOOD_PLAN], prices=prices)
     _, exchanges = await PlanAgent(backend).run(prompt_for("plan", problem, tree), REFERENCE)
     usage = total_usage(exchanges)
     assert usage.calls == 2

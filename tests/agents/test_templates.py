@@ -5,11 +5,12 @@ from pathlib import Path
 import pytest
 
 from stark_mcp.agents import AgentError, fill, load_template
-from stark_mcp.agents.templates import PROMPTS_ENV, builtin_prompts_dir, placeholders, template_path
+from stark_mcp.agents.templates import PROMPTS_ENV, PromptTemplates, builtin_prompts_dir, placeholders
 
 SHIPPED = [
     "system.md", "device_cuda.md", "device_cpu.md", "prefix.md", "body.md", "entry.md", "root.md",
     "scaffold.md", "profile.md", "focus.md", "retry.md", "plan.md", "code.md", "debug.md", "generalist.md",
+    "plan_advice.md", "code_advice.md", "advice.md",
     "example_reference.py", "example_kernel_cuda.py", "example_kernel_cpu.py", "README.md",
 ]
 
@@ -25,33 +26,30 @@ def test_fill_substitutes_and_leaves_dollar_signs_in_values_alone() -> None:
     assert "consider this theme first: tiling with $shared memory." in text
 
 
-def test_missing_placeholder_names_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_missing_placeholder_names_it(tmp_path: Path) -> None:
     (tmp_path / "focus.md").write_text("Theme: $focus, budget: $budget\n")
-    monkeypatch.setenv(PROMPTS_ENV, str(tmp_path))
     with pytest.raises(AgentError, match=r"uses \$budget, which is not provided.*\$focus"):
-        fill("focus.md", focus="fusion")
+        PromptTemplates(tmp_path).fill("focus.md", focus="fusion")
 
 
-def test_stray_dollar_reports_its_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_stray_dollar_reports_its_line(tmp_path: Path) -> None:
     (tmp_path / "focus.md").write_text("line one\ncosts $5 for $focus\n")
-    monkeypatch.setenv(PROMPTS_ENV, str(tmp_path))
     with pytest.raises(AgentError, match=r"line 2: .*write \$\$"):
-        fill("focus.md", focus="fusion")
+        PromptTemplates(tmp_path).fill("focus.md", focus="fusion")
 
 
-def test_override_folder_wins_file_by_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_override_folder_wins_file_by_file(tmp_path: Path) -> None:
     (tmp_path / "plan.md").write_text("Custom planner for $node_id.\n")
-    monkeypatch.setenv(PROMPTS_ENV, str(tmp_path))
-    assert template_path("plan.md") == tmp_path / "plan.md"
-    assert fill("plan.md", node_id="n4") == "Custom planner for n4."
+    templates = PromptTemplates(tmp_path)
+    assert templates.path("plan.md") == tmp_path / "plan.md"
+    assert templates.fill("plan.md", node_id="n4") == "Custom planner for n4."
     # Files the override folder lacks still come from the packaged set.
-    assert template_path("code.md") == builtin_prompts_dir() / "code.md"
+    assert templates.path("code.md") == builtin_prompts_dir() / "code.md"
 
 
-def test_override_folder_must_exist(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(PROMPTS_ENV, str(tmp_path / "missing"))
-    with pytest.raises(AgentError, match="is not a directory"):
-        load_template("plan.md")
+def test_override_folder_must_exist(tmp_path: Path) -> None:
+    with pytest.raises(AgentError, match=f"{PROMPTS_ENV}=.*missing is not a directory"):
+        PromptTemplates(tmp_path / "missing")
 
 
 @pytest.mark.parametrize("name", ["../pyproject.toml", "sub/plan.md", ".hidden", "nope.md"])
@@ -62,11 +60,12 @@ def test_bad_or_unknown_template_names(name: str) -> None:
 
 def test_role_templates_use_only_documented_placeholders() -> None:
     documented = {"node_id", "begin", "end", "focus_hint", "latest_status", "device", "problem_name"}
-    for role in ("plan", "code", "debug", "generalist"):
+    for role in ("plan", "code", "debug", "generalist", "plan_advice", "code_advice"):
         used = placeholders(f"{role}.md")
         assert used <= documented, (role, used - documented)
     assert placeholders("plan.md") >= {"begin", "end", "focus_hint", "node_id"}
-    assert placeholders("entry.md") == {"node_id", "action", "parent_id", "plan_advice", "source", "observations"}
+    assert placeholders("entry.md") == {"node_id", "action", "parent_id", "plan_advice", "source",
+        "observations"}
 
 
 def test_readme_lists_every_template() -> None:

@@ -5,7 +5,7 @@ import time
 import pytest
 
 from stark_mcp.evaluator.builds import MANIFEST
-from stark_mcp.problems.record import source_hash
+from stark_mcp.problems import source_hash
 from stark_mcp.records import Status
 from tests.evaluator.conftest import evaluate_fixture, fixture_text
 

@@ -52,7 +52,8 @@ def test_human_summary(tmp_path) -> None:
     (["relu_sum.py", "no_such_candidate.py"], "cannot read candidate"),
     (["relu_sum.py", "torch_ok.py", "--baselines", "eager,warp_speed"], "unknown baseline"),
     (["relu_sum.py", "torch_ok.py", "--device", "tpu"], "--device must be"),
-    (["problem_inputs_raise.py", "torch_ok.py", "--device", "cpu", "--baselines", "eager"], "no inputs today"),
+    (["problem_inputs_raise.py", "torch_ok.py", "--device", "cpu", "--baselines", "eager"],
+        "no inputs today"),
 ])
 def test_bad_arguments_exit_non_zero_with_a_message(tmp_path, args, needle) -> None:
     resolved = [str(FIXTURES / a) if a.endswith(".py") else a for a in args]

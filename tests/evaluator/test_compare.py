@@ -5,7 +5,14 @@ import pytest
 import torch
 
 from stark_mcp.evaluator.trusted.compare import (
-    ChannelError, Contract, check_structure, check_trial, encode_reference, rel_norm, summarize, validate_tree,
+    ChannelError,
+    Contract,
+    check_structure,
+    check_trial,
+    encode_reference,
+    rel_norm,
+    summarize,
+    validate_tree,
 )
 from stark_mcp.evaluator.untrusted.outputs import describe_and_publish
 
@@ -133,7 +140,8 @@ def test_reference_nans_must_be_matched() -> None:
     x = torch.tensor([1.0, -1.0, 4.0])
     native, ref64 = refs(torch.log, x)
     assert check(torch.log(x), native, ref64).ok
-    assert check(torch.tensor([0.0, 0.0, float(torch.log(torch.tensor(4.0)))]), native, ref64).reason == "tolerance"
+    assert check(torch.tensor([0.0, 0.0, float(torch.log(torch.tensor(4.0)))]), native,
+        ref64).reason == "tolerance"
 
 
 def test_tensor_subclass_is_rejected_without_touching_it(mm) -> None:

@@ -98,13 +98,18 @@ def test_launch_facts_match_ncus_sections(parsed: dict) -> None:
     for kernel_id, kernel in enumerate(reversed(parsed["kernels"])):  # ids 0 (add) and 1 (matmul)
         assert kernel["registers_per_thread"] == sections[(kernel_id, "Registers Per Thread")]
         assert kernel["theoretical_occupancy_pct"] == sections[(kernel_id, "Theoretical Occupancy")]
-        assert kernel["shared_memory_bytes"] == sections[(kernel_id, "Dynamic Shared Memory Per Block")] + \
-            sections[(kernel_id, "Static Shared Memory Per Block")]
+        assert (
+            kernel["shared_memory_bytes"]
+            == sections[(kernel_id, "Dynamic Shared Memory Per Block")]
+            + sections[(kernel_id, "Static Shared Memory Per Block")]
+        )
         # A second run: rates agree closely, not exactly.
-        for field, section in (("achieved_occupancy_pct", "Achieved Occupancy"),
-                               ("dram_throughput_pct", "DRAM Throughput"),
-                               ("sm_throughput_pct", "Compute (SM) Throughput"),
-                               ("l2_hit_rate_pct", "L2 Hit Rate")):
+        for field, section in (
+            ("achieved_occupancy_pct", "Achieved Occupancy"),
+            ("dram_throughput_pct", "DRAM Throughput"),
+            ("sm_throughput_pct", "Compute (SM) Throughput"),
+            ("l2_hit_rate_pct", "L2 Hit Rate"),
+        ):
             assert kernel[field] == pytest.approx(sections[(kernel_id, section)], abs=2), field
 
 
@@ -120,8 +125,10 @@ def test_a_report_as_a_record_marks_the_candidates_own_kernels() -> None:
 
 
 def test_no_rows_is_an_error_that_carries_ncus_message() -> None:
-    text = ("==PROF== Connected to process 9\n==ERROR== ERR_NVGPUCTRPERM - The user does not have permission "
-            "to access NVIDIA GPU Performance Counters on the target device 0.\n")
+    text = (
+        "==PROF== Connected to process 9\n==ERROR== ERR_NVGPUCTRPERM - The user does not have permission "
+        "to access NVIDIA GPU Performance Counters on the target device 0.\n"
+    )
     with pytest.raises(ProfileParseError, match="ERR_NVGPUCTRPERM"):
         parse_ncu_raw(text)
     with pytest.raises(ProfileParseError, match="no kernel rows"):
@@ -168,9 +175,19 @@ def test_torch_events_give_the_fallback_kernel_list() -> None:
 def test_chrome_trace_launches_carry_shapes_and_merge() -> None:
     # The shape of a kernel event in torch.profiler's Chrome trace export (Kineto), two launches
     # of one kernel and one of another, plus a CPU event that is not a kernel.
-    event = {"ph": "X", "cat": "kernel", "name": "void relu_kernel<float>(float*)", "dur": 12.5,
-             "args": {"grid": [1024, 1, 1], "block": [256, 1, 1], "registers per thread": 16,
-                      "shared memory": 0, "stream": 7}}
+    event = {
+        "ph": "X",
+        "cat": "kernel",
+        "name": "void relu_kernel<float>(float*)",
+        "dur": 12.5,
+        "args": {
+            "grid": [1024, 1, 1],
+            "block": [256, 1, 1],
+            "registers per thread": 16,
+            "shared memory": 0,
+            "stream": 7,
+        },
+    }
     gemm = {**event, "name": "gemm", "dur": 30.0, "args": {"grid": [8, 8, 1], "block": [128, 1, 1]}}
     cpu = {"ph": "X", "cat": "cpu_op", "name": "aten::relu", "dur": 50.0}
     trace = {"traceEvents": [event, {**event, "dur": 7.5}, gemm, cpu]}

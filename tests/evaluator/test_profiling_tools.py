@@ -16,17 +16,16 @@ from pathlib import Path
 import pytest
 
 from stark_mcp.evaluator import EvalSettings, Evaluator
+from stark_mcp.evaluator.outside_tools import ToolPaths
 from stark_mcp.evaluator.profile_parse import METRICS
 from stark_mcp.evaluator.sanitizer_report import first_report, is_memory_error
 from stark_mcp.evaluator.trusted.profiling import (
     NVTX_RANGE,
-    find_tool,
     ncu_command,
     read_report,
     sanitizer_command,
 )
-from stark_mcp.problems import load_problem
-from stark_mcp.problems.record import source_hash
+from stark_mcp.problems import load_problem, source_hash
 from tests.evaluator.conftest import FAST, FIXTURES, fixture_text
 
 SAMPLES = Path(__file__).resolve().parents[1] / "fixtures" / "profiles"
@@ -35,8 +34,11 @@ SAMPLES = Path(__file__).resolve().parents[1] / "fixtures" / "profiles"
 def test_ncu_command_profiles_only_our_range_at_running_clocks() -> None:
     argv = ncu_command("/opt/ncu", "/tmp/out/ncu.csv", 40)
     assert argv[0] == "/opt/ncu"
-    options = {argv[i]: argv[i + 1] for i in range(1, len(argv) - 1) if argv[i].startswith("--")
-               and not argv[i + 1].startswith("--")}
+    options = {
+        argv[i]: argv[i + 1]
+        for i in range(1, len(argv) - 1)
+        if argv[i].startswith("--") and not argv[i + 1].startswith("--")
+    }
     assert options["--page"] == "raw" and options["--print-units"] == "base"
     assert options["--clock-control"] == "none" and options["--target-processes"] == "all"
     assert options["--nvtx-include"] == f"{NVTX_RANGE}/"  # a push/pop range
@@ -52,7 +54,8 @@ def test_every_metric_we_parse_was_recorded_by_ncu() -> None:
     recorded = {name.strip('"') for name in header.split('","')}
     extra = {m for m in METRICS if m not in recorded}
     assert extra == {
-        "dram__bytes.sum.peak_sustained", "sm__sass_thread_inst_executed_op_ffma_pred_on.sum.peak_sustained",
+        "dram__bytes.sum.peak_sustained",
+        "sm__sass_thread_inst_executed_op_ffma_pred_on.sum.peak_sustained",
         *(f"smsp__sass_thread_inst_executed_op_{op}_pred_on.sum" for op in ("dadd", "dmul", "hadd", "hmul")),
     }
 
@@ -63,14 +66,23 @@ def test_sanitizer_command_stops_after_the_first_error() -> None:
     assert argv[argv.index("--print-limit") + 1] == "1" and argv[-1] == "/tmp/out/sanitizer.log"
 
 
-def test_find_tool_honours_the_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+def test_tool_paths_honour_the_settings(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     fake = SAMPLES / "fake_ncu.py"
-    monkeypatch.setenv("STARK_NCU", str(fake))
-    assert find_tool("ncu") == str(fake)
-    monkeypatch.setenv("STARK_NCU", "off")
-    assert find_tool("ncu") is None
-    monkeypatch.setenv("STARK_NCU", str(tmp_path / "missing"))
-    assert find_tool("ncu") is None
+    assert ToolPaths(ncu=str(fake)).find("ncu") == str(fake)
+    assert ToolPaths(ncu="off").find("ncu") is None
+    assert ToolPaths(ncu=str(tmp_path / "missing")).find("ncu") is None
+    assert "is turned off" in ToolPaths(ncu="off").missing("ncu")
+    assert "is not installed" in ToolPaths().missing("compute-sanitizer")
+    # Unset: looked up on PATH, then under CUDA_HOME.
+    (tmp_path / "bin").mkdir()
+    sanitizer = tmp_path / "bin" / "compute-sanitizer"
+    sanitizer.write_text("#!/bin/sh\n")
+    sanitizer.chmod(0o755)
+    monkeypatch.setenv("PATH", "/nonexistent")
+    monkeypatch.setenv("CUDA_HOME", str(tmp_path))
+    assert ToolPaths().find("compute-sanitizer") == str(sanitizer)
+    paths = ToolPaths(ncu=str(fake), compute_sanitizer="off")
+    assert ToolPaths.from_json(paths.to_json()) == paths  # how they reach the worker
 
 
 def test_reports_are_read_as_untrusted_files(tmp_path: Path) -> None:
@@ -121,8 +133,9 @@ def test_the_first_memcheck_report_is_kept_and_its_backtrace_cut() -> None:
 
 
 def test_memory_errors_are_recognised_in_torchs_messages() -> None:
-    assert is_memory_error("forward raised AcceleratorError: CUDA error: an illegal memory access was "
-                           "encountered")
+    assert is_memory_error(
+        "forward raised AcceleratorError: CUDA error: an illegal memory access was encountered"
+    )
     assert is_memory_error("CUDA error: misaligned address")
     assert not is_memory_error("forward raised RuntimeError: shape mismatch")
     assert not is_memory_error("CUDA out of memory. Tried to allocate 2.00 GiB")
@@ -133,11 +146,11 @@ def settings() -> EvalSettings:
     return FAST.model_copy(update={"profile_timeout_s": 60.0})
 
 
-async def _profile_on_cpu(cache_dir: Path, settings: EvalSettings, reference: bool) -> object:
+async def _profile_on_cpu(cache_dir: Path, settings: EvalSettings, reference: bool, ncu: str) -> object:
     """The worker's profile command on the CPU (Evaluator.profile itself refuses the CPU)."""
     problem = load_problem(str(FIXTURES / "relu_sum.py"))
     source = fixture_text("torch_ok.py")
-    async with Evaluator(cache_dir, settings) as ev:
+    async with Evaluator(cache_dir, settings, tool_paths=ToolPaths(ncu=ncu)) as ev:
         info = await ev._device("cpu")
 
         async def quiet(_message: str) -> None:
@@ -151,10 +164,11 @@ async def _profile_on_cpu(cache_dir: Path, settings: EvalSettings, reference: bo
 
 
 @pytest.mark.anyio
-async def test_the_worker_profiles_a_candidate_under_the_tool(cache_dir: Path, settings: EvalSettings,
-                                                              monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("STARK_NCU", str(SAMPLES / "fake_ncu.py"))
-    report = await asyncio.wait_for(_profile_on_cpu(cache_dir, settings, reference=False), 120)
+async def test_the_worker_profiles_a_candidate_under_the_tool(
+    cache_dir: Path, settings: EvalSettings
+) -> None:
+    ncu = str(SAMPLES / "fake_ncu.py")
+    report = await asyncio.wait_for(_profile_on_cpu(cache_dir, settings, reference=False, ncu=ncu), 120)
     assert report.source == "ncu", report.reason
     assert [k.short_name for k in report.kernels][1] == "vectorized_elementwise_kernel"
     assert report.kernels[0].bound == "compute" and report.kernels[1].bound == "memory"
@@ -163,14 +177,14 @@ async def test_the_worker_profiles_a_candidate_under_the_tool(cache_dir: Path, s
 
 
 @pytest.mark.anyio
-async def test_without_counters_the_reference_falls_back_and_says_why(
-        cache_dir: Path, settings: EvalSettings, monkeypatch: pytest.MonkeyPatch) -> None:
-    # Called under this name, the stand-in answers as ncu does without permission to the counters.
-    monkeypatch.setenv("STARK_NCU", str((SAMPLES / "fake_ncu_noperm.py").absolute()))
-    report = await asyncio.wait_for(_profile_on_cpu(cache_dir, settings, reference=True), 120)
-    # On the CPU the torch profiler's run sees no kernel either: no profile, and the reasons.
+async def test_without_ncu_the_reference_falls_back_and_says_why(cache_dir: Path, settings: EvalSettings) -> None:
+    report = await asyncio.wait_for(
+        _profile_on_cpu(cache_dir, settings, reference=True, ncu="/nonexistent/ncu"), 120
+    )
+    # The worker ran the reference again under the torch profiler (a real runner process); on the
+    # CPU it sees no kernel either: no profile, and both reasons.
     assert report.source == "none" and report.kernels == []
-    assert "ERR_NVGPUCTRPERM" in report.reason and "torch profiler saw no kernel" in report.reason
+    assert "/nonexistent/ncu is not an executable" in report.reason and "torch profiler saw no kernel" in report.reason
 
 
 @pytest.mark.anyio
@@ -181,5 +195,7 @@ async def test_profiling_on_the_cpu_is_a_report_not_an_error(evaluator: Evaluato
     # A passing CPU evaluation carries no profile, and the profile switch is not in the cache key.
     evaluation = await evaluator.evaluate(problem, fixture_text("torch_ok.py"), device="cpu")
     assert evaluation.passed and evaluation.profile is None
-    assert EvalSettings(profile=False, sanitize=False, profile_timeout_s=5).settings_hash == \
-        EvalSettings().settings_hash
+    assert (
+        EvalSettings(profile=False, sanitize=False, profile_timeout_s=5).settings_hash
+        == EvalSettings().settings_hash
+    )

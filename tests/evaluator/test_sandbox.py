@@ -22,7 +22,8 @@ def test_secrets_and_unknown_variables_are_dropped() -> None:
 
 
 def test_overrides_win() -> None:
-    env = scrub_env({"CUDA_VISIBLE_DEVICES": "0"}, {"CUDA_VISIBLE_DEVICES": "", "TORCH_CUDA_ARCH_LIST": "9.0"})
+    env = scrub_env({"CUDA_VISIBLE_DEVICES": "0"},
+        {"CUDA_VISIBLE_DEVICES": "", "TORCH_CUDA_ARCH_LIST": "9.0"})
     assert env["CUDA_VISIBLE_DEVICES"] == "" and env["TORCH_CUDA_ARCH_LIST"] == "9.0"
 
 

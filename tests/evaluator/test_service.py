@@ -3,12 +3,11 @@
 import asyncio
 import os
 import time
-from pathlib import Path
 
 import pytest
 import torch
 
-from stark_mcp.evaluator import EvaluatorError, Evaluator
+from stark_mcp.evaluator import Evaluator, EvaluatorError
 from stark_mcp.problems import ProblemError, load_problem
 from stark_mcp.records import Status
 from tests.evaluator.conftest import FAST, FIXTURES, fixture_text
@@ -42,14 +41,18 @@ async def test_identical_concurrent_requests_share_one_evaluation(cache_dir, mon
     monkeypatch.setattr(Evaluator, "_device_evaluation", counting)
     settings = FAST.model_copy(update={"trials": 2})
     async with Evaluator(cache_dir, settings) as ev:
-        results = await asyncio.gather(*[
-            ev.evaluate(problem(), fixture_text("torch_ok.py"), device="cpu", use_cache=False) for _ in range(3)])
+        results = await asyncio.gather(
+            *[
+                ev.evaluate(problem(), fixture_text("torch_ok.py"), device="cpu", use_cache=False)
+                for _ in range(3)
+            ]
+        )
     assert len(calls) == 1
     assert all(r.status is Status.PASSED for r in results)
     assert results[0] == results[1] == results[2]
 
 
-HANG = '''
+HANG = """
 import time
 import torch.nn as nn
 
@@ -57,7 +60,7 @@ class ModelNew(nn.Module):
     def forward(self, a, b):
         while True:
             time.sleep(0.05)
-'''
+"""
 
 
 def runner_pids() -> set[int]:
@@ -81,7 +84,9 @@ async def test_cancelling_the_caller_kills_the_candidate_process(cache_dir) -> N
         phases.append(message)
 
     async with Evaluator(cache_dir, FAST) as ev:
-        task = asyncio.create_task(ev.evaluate(problem(), HANG, device="cpu", use_cache=False, progress=progress))
+        task = asyncio.create_task(
+            ev.evaluate(problem(), HANG, device="cpu", use_cache=False, progress=progress)
+        )
         deadline = time.monotonic() + 90
         while "correctness" not in phases and time.monotonic() < deadline:
             await asyncio.sleep(0.05)
@@ -101,10 +106,13 @@ async def test_check_problem_accepts_a_good_problem(cache_dir) -> None:
         await ev.check_problem(problem("affine_tanh.py"), device="cpu")
 
 
-@pytest.mark.parametrize("name,needles", [
-    ("problem_import_error.py", ["import failed", "stark_missing_dependency"]),
-    ("problem_inputs_raise.py", ["get_inputs() failed", "no inputs today"]),
-])
+@pytest.mark.parametrize(
+    "name,needles",
+    [
+        ("problem_import_error.py", ["import failed", "stark_missing_dependency"]),
+        ("problem_inputs_raise.py", ["get_inputs() failed", "no inputs today"]),
+    ],
+)
 async def test_check_problem_names_what_is_wrong(cache_dir, name, needles) -> None:
     async with Evaluator(cache_dir, FAST) as ev:
         with pytest.raises(ProblemError) as info:
@@ -113,12 +121,23 @@ async def test_check_problem_names_what_is_wrong(cache_dir, name, needles) -> No
         assert needle in str(info.value)
 
 
+async def test_a_problem_too_large_for_the_machine_is_refused_with_its_sizes(cache_dir) -> None:
+    async with Evaluator(cache_dir, FAST) as ev:
+        with pytest.raises(ProblemError) as info:
+            await ev.check_problem(problem("problem_too_big.py"), device="cpu")
+    message = str(info.value)
+    assert "memory failed" in message and "GiB of host memory" in message and "inputs 128.00 GiB" in message
+
+
 async def test_evaluating_against_a_broken_problem_raises_problem_error(cache_dir) -> None:
     async with Evaluator(cache_dir, FAST) as ev:
         with pytest.raises(ProblemError, match="no inputs today"):
-            await ev.evaluate(problem("problem_inputs_raise.py"),
-                              "import torch.nn as nn\nclass ModelNew(nn.Module):\n"
-                              "    def forward(self, x):\n        return x * 2\n", device="cpu")
+            await ev.evaluate(
+                problem("problem_inputs_raise.py"),
+                "import torch.nn as nn\nclass ModelNew(nn.Module):\n"
+                "    def forward(self, x):\n        return x * 2\n",
+                device="cpu",
+            )
 
 
 async def test_baselines_are_timed_once_then_cached(cache_dir) -> None:

@@ -39,43 +39,27 @@ def test_spread_is_range_over_median() -> None:
     assert bench.spread([2.0, 2.0, 2.0]) == 0.0
 
 
-def test_timing_row_applies_targets_only_above_their_thresholds() -> None:
-    tiny = bench.timing_row(1, [0.010, 0.011, 0.012], [0.010])
-    assert tiny["spread_verdict"] == "n/a" and tiny["agreement_verdict"] == "n/a"
+def test_agreement_applies_its_target_only_from_50_us() -> None:
+    tiny = bench.agreement_row("tiny", 0.012, 0.010)
+    assert tiny[3] is None and "under 50 us" in tiny[2]
 
-    # 60 us: agreement applies, spread does not; ours is 10% above do_bench.
-    mid = bench.timing_row(2, [0.066, 0.066, 0.070], [0.060, 0.060])
-    assert mid["ratio"] == pytest.approx(1.1)
-    assert mid["agreement_verdict"] == "FAIL"
-    assert mid["spread_verdict"] == "n/a"
+    close = bench.agreement_row("close", 1.01, 1.0)
+    assert close[3] is True and "= 1.010" in close[1]
 
-    big = bench.timing_row(3, [1.00, 1.01, 1.02, 1.00, 1.01], [0.99, 1.0, 1.0])
-    assert big["spread"] == pytest.approx(0.02 / 1.01)
-    assert big["spread_verdict"] == "PASS" and big["agreement_verdict"] == "PASS"
-
-    noisy = bench.timing_row(4, [1.0, 1.1, 1.0], [1.0])
-    assert noisy["spread_verdict"] == "FAIL"
+    # 60 us: the target applies; ours 10% above do_bench fails it.
+    off = bench.agreement_row("off", 0.066, 0.060)
+    assert off[3] is False and "= 1.100" in off[1]
 
 
-def test_timing_row_without_do_bench_has_no_agreement_verdict() -> None:
-    row = bench.timing_row(5, [0.5, 0.5, 0.5], None)
-    assert row["ratio"] is None and row["agreement_verdict"] == "n/a"
-    assert row["spread_verdict"] == "PASS"
-
-
-def test_markdown_shows_errors_and_verdicts() -> None:
-    results = {
-        "device": "X", "torch": "t", "triton": "3",
-        "cold_build": {"error": "RuntimeError: nvcc died"},
-        "reevaluation": {"walls_s": [4.0, 6.0, 5.5], "statuses": ["passed"] * 3, "median_s": 5.5,
-                         "verdict": "FAIL", "phase_seconds": {"load": 1.0}},
-        "timer": {"rows": [bench.timing_row(7, [0.2, 0.2, 0.2], [0.2])], "empty_call_ms": 0.008},
-    }
-    text = bench.markdown(results)
-    assert "RuntimeError: nvcc died" in text
-    assert "| median | 5.50 | FAIL |" in text
-    assert "| 7 | 0.2000 | 0.2000 | 1.000 | 0.00% | PASS | PASS |" in text
-    assert "8.0 us" in text
+def test_markdown_table_marks_pass_fail_and_unjudged_rows() -> None:
+    text = bench.markdown_table(
+        [("a", "1", "< 2", True), ("b", "3", "< 2", False), ("c", "0.01 ms", "(reported)", None)]
+    )
+    lines = text.splitlines()
+    assert lines[0] == "| measurement | value | target | |"
+    assert lines[2] == "| a | 1 | < 2 | PASS |"
+    assert lines[3] == "| b | 3 | < 2 | FAIL |"
+    assert lines[4] == "| c | 0.01 ms | (reported) |  |"
 
 
 def test_junit_rows_read_a_real_pytest_report(tmp_path: Path) -> None:
@@ -124,12 +108,10 @@ def test_gpu_check_dry_run_writes_its_report(tmp_path: Path) -> None:
     names = {p.name for p in tmp_path.iterdir()}
     assert names == {"gpu_check.md", "gpu_check.log", "bench_evaluator.json"}
     report = (tmp_path / "gpu_check.md").read_text(encoding="utf-8")
-    assert "## Environment" in report and "| 3. elements (fp32 add)" in report
+    assert "## Environment" in report and "| jail start-up (median of 5) |" in report
     results = json.loads((tmp_path / "bench_evaluator.json").read_text(encoding="utf-8"))
-    assert results["imports"] == {"ok": True}
-    rows = results["timer"]["rows"]
-    assert [r["elements"] for r in rows] == list(bench.CPU_SIZES)
-    assert all(r["our_median_ms"] > 0 and len(r["our_medians_ms"]) == 5 for r in rows)
+    [row] = results["rows"]
+    assert row[0] == "jail start-up (median of 5)" and float(row[1].split()[0]) > 0
 
 
 def _load_inline_keywords(path: Path) -> dict[str, ast.expr]:

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from stark_mcp.config import Settings
 from stark_mcp.llm import DEFAULT_PRICES, LLMError, ModelPrice, PriceTable
 from stark_mcp.records import Usage
 
@@ -67,8 +68,8 @@ def test_price_file_overrides_and_extends_defaults(tmp_path: Path) -> None:
 def test_price_table_from_environment(tmp_path: Path) -> None:
     path = tmp_path / "p.json"
     path.write_text(json.dumps({"zz": {"input": 9, "output": 9, "cache_read": 9, "cache_write": 9}}))
-    assert PriceTable.from_env({"STARK_PRICES": str(path)}).price("zz").input == 9
-    assert PriceTable.from_env({}).price("zz") is None
+    assert PriceTable.from_file(Settings.from_env({"STARK_PRICES": str(path)}).prices).price("zz").input == 9
+    assert PriceTable.from_file(Settings.from_env({}).prices).price("zz") is None
 
 
 @pytest.mark.parametrize(

@@ -7,6 +7,7 @@ from types import SimpleNamespace
 import pytest
 from pydantic import ValidationError
 
+from stark_mcp.config import Settings
 from stark_mcp.llm import (
     DEFAULT_MODEL,
     ROLES,
@@ -21,7 +22,7 @@ from stark_mcp.llm.wire import build_params, parse_structured, reply_text, usage
 
 
 def test_default_profiles_map_the_papers_temperatures() -> None:
-    profiles = default_profiles(environ={})
+    profiles = default_profiles()
     assert set(profiles) == set(ROLES)
     assert {p.model for p in profiles.values()} == {DEFAULT_MODEL}
     # plan explores (paper: T=0.8), code and debug execute (paper: T=0.1)
@@ -31,17 +32,13 @@ def test_default_profiles_map_the_papers_temperatures() -> None:
     assert not any(p.sends_temperature() for p in profiles.values())
 
 
-def test_model_choice_from_argument_and_environment() -> None:
-    env = {"STARK_MODEL": "claude-opus-4-8", "STARK_MODEL_DEBUG": "claude-haiku-4-5"}
-    profiles = default_profiles(environ=env)
+def test_model_choice_from_settings_and_argument() -> None:
+    settings = Settings.from_env({"STARK_MODEL": "claude-opus-4-8", "STARK_MODEL_DEBUG": "claude-haiku-4-5"})
+    profiles = default_profiles(settings.model, settings.role_models)
     assert profiles["plan"].model == "claude-opus-4-8"
     assert profiles["debug"].model == "claude-haiku-4-5"
-    assert default_profiles("claude-sonnet-5", environ=env)["code"].model == "claude-sonnet-5"
-
-
-def test_default_profiles_read_process_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("STARK_MODEL", "claude-opus-4-7")
-    assert default_profiles()["generalist"].model == "claude-opus-4-7"
+    assert default_profiles("claude-sonnet-5", settings.role_models)["code"].model == "claude-sonnet-5"
+    assert default_profiles("claude-sonnet-5", settings.role_models)["debug"].model == "claude-haiku-4-5"
 
 
 def test_profiles_are_frozen_and_validated() -> None:

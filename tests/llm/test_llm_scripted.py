@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from llm_fake_api import FakeAnthropic, text_reply
 
+from stark_mcp.config import Settings
 from stark_mcp.llm import (
     LLMBackend,
     LLMCallFailed,
@@ -80,14 +81,14 @@ async def test_callables_replies_and_exceptions() -> None:
 
 
 @pytest.mark.anyio
-async def test_usage_is_estimated_and_priced() -> None:
+async def test_usage_is_estimated_and_costs_nothing_unless_priced() -> None:
     backend = ScriptedBackend(["x" * 41])
     reply = await backend.complete(req("plan"))
     assert reply.model == "scripted" and reply.stop_reason == "end_turn"
     assert reply.usage.input_tokens == 25  # 100 characters / 4
     assert reply.usage.output_tokens == 11  # ceil(41 / 4)
     assert reply.usage.calls == 1
-    assert reply.usage.cost_usd == pytest.approx((25 * 3.0 + 11 * 15.0) / 1e6)
+    assert reply.usage.cost_usd == 0.0  # no model was called
 
     prices = PriceTable(models={"m": ModelPrice(input=1e6, output=0, cache_read=0, cache_write=0)})
     custom = ScriptedBackend(["y"], model="m", prices=prices)
@@ -134,31 +135,31 @@ def test_bad_reply_files(tmp_path: Path, name: str, content: str, match: str) ->
 async def test_factory_builds_a_scripted_backend(tmp_path: Path) -> None:
     path = tmp_path / "demo.jsonl"
     path.write_text('{"text": "plan text", "role": "plan"}\n"code text"\n')
-    backend = backend_from_settings(f"scripted:{path}")
+    backend = backend_from_settings(spec=f"scripted:{path}")
     assert isinstance(backend, ScriptedBackend)
     assert (await backend.complete(req("code"))).text == "code text"
     assert (await backend.complete(req("plan"))).text == "plan text"
 
-    from_env = backend_from_settings(environ={"STARK_LLM": f"scripted:{path}"})
+    from_env = backend_from_settings(Settings.from_env({"STARK_LLM": f"scripted:{path}"}))
     assert isinstance(from_env, ScriptedBackend) and from_env.pending == 2
 
 
 def test_factory_errors() -> None:
     with pytest.raises(LLMError, match="unknown LLM backend 'openai'"):
-        backend_from_settings("openai")
+        backend_from_settings(spec="openai")
     with pytest.raises(LLMError, match="needs a file"):
-        backend_from_settings("scripted:")
+        backend_from_settings(spec="scripted:")
     with pytest.raises(MissingAPIKey, match="ANTHROPIC_API_KEY"):
-        backend_from_settings(environ={})
+        backend_from_settings(Settings.from_env({}))
 
 
 @pytest.mark.anyio
 async def test_factory_builds_the_anthropic_backend(fake: FakeAnthropic) -> None:
     fake.queue(text_reply("real path"))
     backend = backend_from_settings(
+        Settings.from_env({"STARK_MODEL_PLAN": "claude-opus-4-8"}),
         "anthropic",
         model="claude-haiku-4-5",
-        environ={"STARK_MODEL_PLAN": "claude-opus-4-8"},
         api_key="sk-ant-x",
         base_url=fake.base_url,
         max_retries=0,

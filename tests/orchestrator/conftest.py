@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from stark_mcp.evaluator import EvalSettings, Evaluator
-from stark_mcp.orchestrator.service import RunService
+from stark_mcp.orchestrator.run_service import RunService
 from stark_mcp.store import Store
 
 # Small timing budgets: each fresh evaluation is a few seconds of process start-up on the CPU.

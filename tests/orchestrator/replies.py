@@ -9,11 +9,15 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from stark_mcp.llm import ModelPrice, PriceTable
 from stark_mcp.tree.anchors import BEGIN_MARK, END_MARK
 
 FIXTURES = Path(__file__).parent / "fixtures"
 PROBLEM_PATH = FIXTURES / "scaled_relu.py"
 PROBLEM = PROBLEM_PATH.read_text()
+
+# Scripted replies cost nothing; tests of cost accounting price the "scripted" model like a real one.
+PRICED = PriceTable(models={"scripted": ModelPrice(input=3.0, output=15.0, cache_read=0.3, cache_write=3.75)})
 
 _HEAD = '''import torch
 import torch.nn as nn
@@ -55,7 +59,8 @@ def scaffold(source: str) -> str:
     while not lines[end - 1].strip():
         end -= 1
     return "".join(
-        lines[:start] + [f"        # {BEGIN_MARK}\n"] + lines[start:end] + [f"        # {END_MARK}\n"] + lines[end:]
+        lines[:start] + [f"        # {BEGIN_MARK}\n"] + lines[start:end] + [f"        # {END_MARK}\n"]
+        + lines[end:]
     )
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 from stark_mcp.evaluator import Evaluator
 from stark_mcp.llm import LLMReply, LLMRequest, ScriptedBackend
 from stark_mcp.orchestrator.loop import run_search
-from stark_mcp.orchestrator.service import RunService
+from stark_mcp.orchestrator.run_service import RunService
 from stark_mcp.store import Store
 
 

@@ -10,13 +10,12 @@ import pytest
 
 from stark_mcp.llm import ScriptedBackend
 from stark_mcp.orchestrator.events import SearchEvent
-from stark_mcp.orchestrator.export import export_source
 from stark_mcp.orchestrator.loop import run_search
-from stark_mcp.orchestrator.service import RunService
-from stark_mcp.records import Action, Status
+from stark_mcp.orchestrator.run_service import RunService
 from stark_mcp.problems import problem_from_source
+from stark_mcp.records import Action, Status
 
-from .replies import CLAMPED, CRASH, FIXED, PROBLEM, code_reply, plan_reply
+from .replies import CLAMPED, CRASH, FIXED, PRICED, PROBLEM, code_reply, plan_reply
 
 pytestmark = pytest.mark.anyio
 
@@ -30,7 +29,7 @@ async def test_stark_run_debugs_a_failure_reaches_its_budget_and_exports_a_runna
         problem_from_source(PROBLEM, name="scaled_relu"), device="cpu", budget=3, seed=11,
         policy={"name": "stark", "eps": 1.0}, strategy="stark",
     )
-    backend = ScriptedBackend()
+    backend = ScriptedBackend(prices=PRICED)
     backend.enqueue(plan_reply(PROBLEM), plan_reply(FIXED, "Use clamp instead of relu."), role="plan")
     backend.enqueue(code_reply(CRASH), code_reply(CLAMPED), role="code")
     backend.enqueue(code_reply(FIXED), role="debug")
@@ -43,7 +42,8 @@ async def test_stark_run_debugs_a_failure_reaches_its_budget_and_exports_a_runna
 
     nodes = {n.id: n for n in await service.store.nodes(run.id)}
     assert [(n.id, n.parent_id, n.action) for n in nodes.values()] == [
-        ("n0", None, Action.ROOT), ("n1", "n0", Action.PLAN), ("n2", "n1", Action.DEBUG), ("n3", "n2", Action.PLAN),
+        ("n0", None, Action.ROOT), ("n1", "n0", Action.PLAN), ("n2", "n1", Action.DEBUG), ("n3", "n2",
+            Action.PLAN),
     ]
     assert nodes["n1"].status is Status.RUNTIME_ERROR
     assert nodes["n2"].status is Status.PASSED and nodes["n3"].status is Status.PASSED
@@ -73,7 +73,11 @@ async def test_stark_run_debugs_a_failure_reaches_its_budget_and_exports_a_runna
     assert events[-1].best_node_id == best.id and events[-1].cost_usd == pytest.approx(summary.usage.cost_usd)
 
     exported = tmp_path / "best_kernel.py"
-    exported.write_text(export_source(run.problem, best))
+    kernel = await service.export(run.id)
+    assert kernel.node_id == best.id
+    exported.write_text(kernel.source)
     done = subprocess.run([sys.executable, str(exported)], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert "relative error vs reference" in done.stdout
+    # Timed as the evaluator timed it: one CPU thread, its warm-up and call count.
+    assert "1 CPU thread(s)" in done.stdout and "on cpu" in done.stdout

@@ -18,12 +18,12 @@ from stark_mcp.orchestrator.events import SearchEvent
 from stark_mcp.orchestrator.expansion import INTERRUPTED
 from stark_mcp.orchestrator.limits import Limits
 from stark_mcp.orchestrator.loop import run_search, strategy_for
-from stark_mcp.orchestrator.service import RunService
+from stark_mcp.orchestrator.run_service import RunService
 from stark_mcp.problems import problem_from_source
 from stark_mcp.records import Action
 from stark_mcp.store import Store
 
-from .replies import PROBLEM, plan_reply
+from .replies import PRICED, PROBLEM, plan_reply
 
 pytestmark = pytest.mark.anyio
 
@@ -49,7 +49,7 @@ class Gate:
     name = "gate"
 
     def __init__(self, *replies: str) -> None:
-        self.script = ScriptedBackend(replies)
+        self.script = ScriptedBackend(replies, prices=PRICED)
         self.waiting = asyncio.Event()
 
     async def complete(self, request: LLMRequest) -> LLMReply:
@@ -63,13 +63,14 @@ class Gate:
 async def test_failed_expansions_stay_logged_do_not_use_budget_and_stop_the_run(bare: RunService) -> None:
     run_id = await _run(bare, "sampling", "sampling")
     # The generalist is asked twice per expansion; both replies lack code, so each expansion fails.
-    backend = ScriptedBackend(["no code, sorry"] * 6)
+    backend = ScriptedBackend(["no code, sorry"] * 6, prices=PRICED)
     events: list[SearchEvent] = []
 
     async def collect(event: SearchEvent) -> None:
         events.append(event)
 
-    summary = await run_search(bare, run_id, backend, limits=Limits(max_consecutive_failures=3), progress=collect)
+    summary = await run_search(bare, run_id, backend, limits=Limits(max_consecutive_failures=3),
+        progress=collect)
 
     assert summary.stop_reason == "failures" and summary.status == "interrupted"
     assert summary.attempts == 0 and len(summary.failed_expansions) == 3
@@ -84,7 +85,7 @@ async def test_failed_expansions_stay_logged_do_not_use_budget_and_stop_the_run(
 
 async def test_a_refused_key_stops_at_once(bare: RunService) -> None:
     run_id = await _run(bare, "sampling", "sampling")
-    backend = ScriptedBackend([LLMCallFailed("invalid x-api-key", status_code=401)] * 3)
+    backend = ScriptedBackend([LLMCallFailed("invalid x-api-key", status_code=401)] * 3, prices=PRICED)
     summary = await run_search(bare, run_id, backend)
     assert summary.stop_reason == "llm_error" and "invalid x-api-key" in summary.message
     assert len(summary.failed_expansions) == 1 and backend.pending == 2
@@ -131,7 +132,8 @@ async def test_a_strategy_must_match_the_policy_the_run_records(bare: RunService
 async def test_a_run_created_over_mcp_is_driven_with_roles_under_its_own_policy(bare: RunService) -> None:
     run_id = await _run(bare, "greedy", "mcp")
     strategy = strategy_for(await bare.get_run(run_id), None)
-    assert (strategy.name, strategy.policy, strategy.agents, strategy.history) == ("mcp", "greedy", "roles", True)
+    assert (strategy.name, strategy.policy, strategy.agents, strategy.history) == ("mcp", "greedy", "roles",
+        True)
     with pytest.raises(InvalidInput, match="needs policy 'stark'"):
         strategy_for(await bare.get_run(run_id), "stark")
 
@@ -144,13 +146,15 @@ async def test_a_parallel_selection_steers_off_a_node_already_being_debugged(bar
     run_id = await _run(bare, "stark", "stark")
     failing = Evaluation(status=Status.RUNTIME_ERROR, reason="exception", message="boom")
     for _ in range(2):
-        await bare.store.add_node(run_id, parent_id="n0", action=Action.PLAN, source=PROBLEM, evaluation=failing)
+        await bare.store.add_node(run_id, parent_id="n0", action=Action.PLAN, source=PROBLEM,
+            evaluation=failing)
     # eps=1: every step explores one of the two failing leaves n1, n2 and debugs it.
     explore = PolicyConfig(name="stark", eps=1.0).model_dump()
     run = (await bare.get_run(run_id)).model_copy(update={"policy": explore})
     steered: list[str] = []
     for seed in range(40):
-        search = _Search(bare, run.model_copy(update={"seed": seed}), strategy_for(run, None), ScriptedBackend(),
+        search = _Search(bare, run.model_copy(update={"seed": seed}), strategy_for(run, None),
+            ScriptedBackend(),
                          Limits(), None)
         if (await search._select(1)).node_id != "n1":  # nothing in flight: the policy's own choice
             continue

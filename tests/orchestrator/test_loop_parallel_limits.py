@@ -8,10 +8,10 @@ from stark_mcp.llm import ScriptedBackend
 from stark_mcp.orchestrator.events import SearchEvent
 from stark_mcp.orchestrator.limits import Limits
 from stark_mcp.orchestrator.loop import run_search
-from stark_mcp.orchestrator.service import RunService
+from stark_mcp.orchestrator.run_service import RunService
 from stark_mcp.problems import problem_from_source
 
-from .replies import CLAMPED, FUSED, PROBLEM, WHERE, WRONG, code_reply
+from .replies import CLAMPED, FUSED, PRICED, PROBLEM, WHERE, WRONG, code_reply
 
 pytestmark = pytest.mark.anyio
 
@@ -26,7 +26,7 @@ async def _run(service: RunService, strategy: str, policy: str, budget: int) -> 
 
 async def test_two_workers_keep_two_expansions_in_flight_until_the_budget(service: RunService) -> None:
     run_id = await _run(service, "search_only", "stark", 4)
-    backend = ScriptedBackend([code_reply(s) for s in (FUSED, WRONG, CLAMPED, WHERE)])
+    backend = ScriptedBackend([code_reply(s) for s in (FUSED, WRONG, CLAMPED, WHERE)], prices=PRICED)
     events: list[SearchEvent] = []
 
     async def collect(event: SearchEvent) -> None:
@@ -50,7 +50,7 @@ async def test_limits_stop_the_run_and_a_later_call_continues_it(service: RunSer
     run_id = await _run(service, "sampling", "sampling", 3)
     replies = [code_reply(s) for s in (CLAMPED, WHERE, FUSED)]
 
-    backend = ScriptedBackend(replies)
+    backend = ScriptedBackend(replies, prices=PRICED)
     stopped = await run_search(service, run_id, backend, limits=Limits(max_wall_s=1e-9))
     assert stopped.stop_reason == "max_wall" and stopped.new_attempts == 0 and not backend.requests
 

@@ -14,7 +14,7 @@ import pytest
 
 from stark_mcp.llm import ScriptedBackend
 from stark_mcp.orchestrator.loop import run_search
-from stark_mcp.orchestrator.service import RunService
+from stark_mcp.orchestrator.run_service import RunService
 from stark_mcp.problems import problem_from_source
 
 from .replies import CLAMPED, CRASH, FUSED, PROBLEM, WHERE, WRONG, code_reply, write_replies

@@ -34,7 +34,8 @@ def _attempts(db: Path, run_id: str | None = None) -> int:
     where, args = ("AND run_id = ?", (run_id,)) if run_id else ("", ())
     try:
         with sqlite3.connect(db) as conn:
-            return conn.execute(f"SELECT COUNT(*) FROM nodes WHERE action != 'root' {where}", args).fetchone()[0]
+            return conn.execute(f"SELECT COUNT(*) FROM nodes WHERE action != 'root' {where}",
+                args).fetchone()[0]
     except sqlite3.OperationalError:  # the runner is still creating the schema
         return 0
 
@@ -46,13 +47,14 @@ def test_without_a_key_run_says_how_to_set_one_before_any_work(tmp_path: Path) -
         capture_output=True, text=True, timeout=60,
     )
     assert done.returncode == 2
-    assert "ANTHROPIC_API_KEY" in done.stderr and "stark-mcp serve" in done.stderr and "needs no key" in done.stderr
+    assert all(needle in done.stderr for needle in ("ANTHROPIC_API_KEY", "stark-mcp serve", "needs no key"))
     assert done.stdout == ""
     assert not (tmp_path / "home").exists()  # no database, no baselines: it stopped first
     assert time.monotonic() - started < 30
 
 
-def test_run_interrupted_with_ctrl_c_then_resumed_writes_kernel_and_summary(tmp_path: Path, eval_cache: Path) -> None:
+def test_run_interrupted_with_ctrl_c_then_resumed_writes_kernel_and_summary(tmp_path: Path,
+    eval_cache: Path) -> None:
     home, work = tmp_path / "home", tmp_path / "work"
     work.mkdir()
     env = _env(home, eval_cache)
@@ -60,7 +62,9 @@ def test_run_interrupted_with_ctrl_c_then_resumed_writes_kernel_and_summary(tmp_
     # Sources unique to this test are evaluated afresh (seconds each), so Ctrl-C lands mid-run.
     sources = [s + f"# sample {uuid.uuid4().hex}\n" for s in (FUSED, CLAMPED, WHERE)]
     first = write_replies(tmp_path / "first.json", [("generalist", code_reply(s)) for s in sources])
-    options = ["--device", "cpu", "--strategy", "sampling", "--baselines", "eager", "--eval-settings", FAST_JSON]
+    options = [
+        "--device", "cpu", "--strategy", "sampling", "--baselines", "eager", "--eval-settings", FAST_JSON,
+    ]
     runner = subprocess.Popen(
         [*CLI, "run", str(PROBLEM_PATH), "--budget", "3", "--seed", "4", "--backend", f"scripted:{first}",
          "--out", str(tmp_path / "out1"), *options],
@@ -88,15 +92,23 @@ def test_run_interrupted_with_ctrl_c_then_resumed_writes_kernel_and_summary(tmp_
         cwd=work, env=env, capture_output=True, text=True, timeout=180,
     )
     assert resumed.returncode == 0, resumed.stderr
-    assert f"stark-mcp run {run_id}" in resumed.stdout and "attempt" not in resumed.stdout.split("\n")[0].lower()
+    # Piped, not a terminal: plain lines, the summary's title first, each progress event on its own line.
+    assert resumed.stdout.splitlines()[0] == f"stark-mcp run {run_id}"
+    assert f"attempts: 3/3 ({3 - done} this session)" in resumed.stdout.splitlines()
+    recorded = [line for line in resumed.stderr.splitlines() if ": recorded n" in line]
+    assert len(recorded) == 3 - done and all(line.startswith("attempt ") for line in recorded)
+    assert "\x1b[" not in resumed.stderr + resumed.stdout
     out = work / "stark-out" / run_id
     summary = json.loads((out / "summary.json").read_text())
     assert summary["attempts"] == 3 and summary["stop_reason"] == "budget" and summary["status"] == "finished"
     assert summary["strategy"] == "sampling" and summary["best_node_id"] in ("n1", "n2", "n3")
-    kernel = subprocess.run([sys.executable, str(out / "best_kernel.py")], capture_output=True, text=True, timeout=120)
+    kernel = subprocess.run([sys.executable, str(out / "best_kernel.py")], capture_output=True, text=True,
+        timeout=120)
     assert kernel.returncode == 0, kernel.stderr
     assert "relative error vs reference" in kernel.stdout
 
+    listed = subprocess.run([*CLI, "runs"], env=env, capture_output=True, text=True, timeout=60)
+    assert listed.returncode == 0 and any(line.startswith(run_id) for line in listed.stdout.splitlines())
     shown = subprocess.run([*CLI, "show", run_id], env=env, capture_output=True, text=True, timeout=60)
     assert shown.returncode == 0, shown.stderr
     lines = shown.stdout.splitlines()

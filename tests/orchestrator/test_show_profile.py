@@ -29,11 +29,17 @@ async def _recorded_run(home: Path) -> str:
     recorded = (SAMPLES / "ncu_raw.csv").read_text()
     report = profiles.from_answer({"source": "ncu", "report": recorded}, None, 40, 9.0)
     async with await Store.open(Settings(home=home).database) as store:
-        run = await store.create_run(problem=problem_from_source(PROBLEM, name="p"), device="cuda", policy={},
-                                     budget=3, seed=1, root_evaluation=_passed(2.0))
+        run = await store.create_run(
+            problem=problem_from_source(PROBLEM, name="p"),
+            device="cuda",
+            policy={},
+            budget=3,
+            seed=1,
+            root_evaluation=_passed(2.0),
+        )
         await store.add_node(run.id, parent_id="n0", action=Action.PLAN, source="s", evaluation=_passed(1.0))
-        await store.set_profile(run.id, "n1", report)
-        await store.set_profile(run.id, "n0", profiles.unavailable("profiling needs a GPU"))
+        await store.add_profile(run.id, "n1", report)
+        await store.add_profile(run.id, "n0", profiles.unavailable("profiling needs a GPU"))
     return run.id
 
 

@@ -8,7 +8,7 @@ from stark_mcp.agents import PLAN_FOCI
 from stark_mcp.llm import ScriptedBackend
 from stark_mcp.orchestrator.errors import InvalidInput
 from stark_mcp.orchestrator.loop import run_search
-from stark_mcp.orchestrator.service import RunService
+from stark_mcp.orchestrator.run_service import RunService
 from stark_mcp.orchestrator.strategies import STRATEGIES, get_strategy
 from stark_mcp.problems import problem_from_source
 from stark_mcp.records import Action, Status
@@ -68,7 +68,9 @@ async def test_search_only_uses_the_stark_search_with_one_generalist_agent(servi
     assert (await service.get_run(run_id)).policy["name"] == "stark"
 
 
-async def test_ma_only_plans_and_codes_every_attempt_from_the_root_without_debugging(service: RunService) -> None:
+async def test_ma_only_plans_and_codes_every_attempt_from_the_root_without_debugging(
+    service: RunService,
+) -> None:
     run_id = await _run(service, "ma_only", 2)
     backend = ScriptedBackend()
     backend.enqueue(plan_reply(PROBLEM), plan_reply(PROBLEM, "Clamp, then scale and shift."), role="plan")
@@ -93,6 +95,10 @@ def test_strategy_table_matches_the_documented_mapping() -> None:
         "reflexion": ("reflexion", "generalist", True),
         "search_only": ("stark", "generalist", True),
         "ma_only": ("sampling", "roles", False),
+        "no_roles": ("stark", "generalist", True),
+        "no_anchors": ("stark", "roles", True),
+        "no_windows": ("stark", "roles", True),
+        "no_search": ("sampling", "roles", True),
     }
     with pytest.raises(InvalidInput, match="unknown strategy 'beam'"):
         get_strategy("beam")

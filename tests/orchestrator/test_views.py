@@ -6,13 +6,12 @@ import time
 
 import pytest
 
-from stark_mcp.orchestrator.events import SearchEvent, as_phase_progress, describe_event
+from stark_mcp.orchestrator.display import DisplayState
+from stark_mcp.orchestrator.events import SearchEvent, describe_event
 from stark_mcp.orchestrator.limits import Limits, limit_reached
-from stark_mcp.orchestrator.progress import ProgressState
 from stark_mcp.orchestrator.report import render_exchanges, render_leaderboard, render_node, render_tree
 from stark_mcp.problems import problem_from_source
-from stark_mcp.records import Action, Evaluation, Node, Status, TimingStats, Usage
-from stark_mcp.store import ExchangeRecord, RunRecord
+from stark_mcp.records import Action, Evaluation, ExchangeRecord, Node, RunRecord, Status, TimingStats, Usage
 
 from .replies import CRASH, FIXED, FUSED, PROBLEM, plan_reply
 
@@ -34,7 +33,8 @@ def test_limit_reached_names_the_first_limit_that_forbids_another_expansion() ->
     assert limit_reached(Limits(max_attempts=3, max_wall_s=10.0), **counts) == "max_wall"
     assert limit_reached(Limits(max_wall_s=11.0, max_cost_usd=0.5), **counts) == "max_cost"
     assert limit_reached(Limits(max_cost_usd=0.6), **counts) is None
-    assert limit_reached(Limits(max_consecutive_failures=2), **{**counts, "consecutive_failures": 2}) == "failures"
+    assert limit_reached(Limits(max_consecutive_failures=2),
+        **{**counts, "consecutive_failures": 2}) == "failures"
     with pytest.raises(ValueError):
         Limits(max_wall_s=0)
 
@@ -45,7 +45,7 @@ def _event(kind: str, **fields: object) -> SearchEvent:
 
 
 def test_progress_state_follows_the_events() -> None:
-    state = ProgressState().apply(_event("started"))
+    state = DisplayState().apply(_event("started"))
     assert state.status_line().startswith("attempt 3/30 | best vs eager none yet | last -")
     state = state.apply(_event(
         "recorded", attempt=4, node_id="n4", parent_id="n1", action="plan", verdict="passed", speedup=1.5,
@@ -58,14 +58,9 @@ def test_progress_state_follows_the_events() -> None:
     assert "no attempt from n2" in state.status_line() and "gave up" in state.activity
 
 
-async def test_phase_progress_adapter_reports_attempts_of_the_target() -> None:
-    calls: list[tuple[float, float | None, str]] = []
-
-    async def report(done: float, total: float | None, message: str) -> None:
-        calls.append((done, total, message))
-
-    await as_phase_progress(report)(_event("selected", step=3, node_id="n2", action="debug"))
-    assert calls == [(3.0, 30.0, "attempt 3/30: expanding n2 with debug (step 3)")]
+def test_describe_event_names_the_attempt_of_the_target() -> None:
+    selected = _event("selected", step=3, node_id="n2", action="debug")
+    assert describe_event(selected) == "attempt 3/30: expanding n2 with debug (step 3)"
     assert "stopped (max_cost)" in describe_event(_event("stopped", stop_reason="max_cost"))
 
 
@@ -75,7 +70,8 @@ def _nodes() -> list[Node]:
         Node(id="n0", seq=0, action=Action.ROOT, source=PROBLEM, evaluation=_passed(2.0)),
         Node(id="n1", seq=1, parent_id="n0", action=Action.PLAN, source=CRASH, plan=plan, adherence=0.5,
              evaluation=Evaluation(status=Status.RUNTIME_ERROR, reason="exception",
-                                   message="AttributeError: no offset", logs={"correctness": "Traceback ..."})),
+                                   message="AttributeError: no offset",
+                                   logs={"correctness": "Traceback ..."})),
         Node(id="n2", seq=2, parent_id="n1", action=Action.DEBUG, source=FIXED, plan=plan,
              evaluation=_passed(1.0), usage=Usage(input_tokens=10, output_tokens=5, cost_usd=0.01, calls=1)),
         Node(id="n3", seq=3, parent_id="n0", action=Action.PLAN, source=FUSED, plan=plan, adherence=1.0,
@@ -107,7 +103,8 @@ def test_tree_view_indents_children_under_their_parent() -> None:
 
 def test_leaderboard_node_and_exchange_views() -> None:
     board = render_leaderboard(_nodes())
-    assert board.splitlines()[1].split()[:2] == ["1.", "n3"] and board.splitlines()[2].split()[:2] == ["2.", "n2"]
+    lines = board.splitlines()
+    assert lines[1].split()[:2] == ["1.", "n3"] and lines[2].split()[:2] == ["2.", "n2"]
     assert render_leaderboard(_nodes()[:2]) == "leaderboard: no correct attempt yet"
     detail = render_node(_nodes()[1])
     assert "node n1 (plan of n0)" in detail and "AttributeError: no offset" in detail
@@ -118,7 +115,8 @@ def test_leaderboard_node_and_exchange_views() -> None:
         error="the scaffold has no anchors", created_at=time.time(),
     )
     text = render_exchanges([exchange])
-    assert "exchange 7: plan agent, scripted, no node" in text and "rejected: the scaffold has no anchors" in text
+    assert "exchange 7: plan agent, scripted, no node" in text
+    assert "rejected: the scaffold has no anchors" in text
     assert "BODY" in text and "REPLY" in text and "SYSTEM" not in text
     assert "SYSTEM" in render_exchanges([exchange], full=True)
     assert render_exchanges([]) == "no exchanges recorded"

@@ -80,7 +80,8 @@ def test_broken_files_name_what_is_wrong(tmp_path: Path, text: str, needle: str)
 
 
 def test_bad_specs_get_clear_errors(tmp_path: Path) -> None:
-    jsonl = write(tmp_path / "set.jsonl", json.dumps({"level": 1, "problem_id": 1, "name": "1_A", "code": GOOD}))
+    jsonl = write(tmp_path / "set.jsonl",
+        json.dumps({"level": 1, "problem_id": 1, "name": "1_A", "code": GOOD}))
     with pytest.raises(ProblemError, match="no such problem file"):
         load_problem(str(tmp_path / "missing.py"))
     with pytest.raises(ProblemError, match="needs LEVEL/ID"):
@@ -92,6 +93,9 @@ def test_bad_specs_get_clear_errors(tmp_path: Path) -> None:
     garbage = write(tmp_path / "garbage.jsonl", "{not json}\n")
     with pytest.raises(ProblemError, match="garbage.jsonl:1: not a problem record"):
         load_problem(f"{garbage}:1/1")
+    # The file is there; only the selector is wrong, and the message says so.
+    with pytest.raises(ProblemError, match=r"exists but 'abc' is not a selector; use LEVEL/ID"):
+        load_problem(f"{jsonl}:abc")
 
 
 def test_source_text_is_checked_too() -> None:

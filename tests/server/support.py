@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import os
-
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -12,12 +11,16 @@ from mcp.types import CallToolResult
 
 from stark_mcp.config import Settings
 from stark_mcp.evaluator import EvalSettings
+from stark_mcp.llm import ModelPrice, PriceTable
 from stark_mcp.server import build_server
 from stark_mcp.server.state import BackendFactory
 
 FIXTURES = Path(__file__).parent / "fixtures"
 PROBLEM = FIXTURES / "problem_relu_scale.py"
 MODES = ("auto", "legacy")
+
+# Scripted replies cost nothing; tests of cost accounting price the "scripted" model like a real one.
+PRICED = PriceTable(models={"scripted": ModelPrice(input=3.0, output=15.0, cache_read=0.3, cache_write=3.75)})
 
 # Small enough that one CPU evaluation is two short processes.
 FAST = EvalSettings(
@@ -44,7 +47,8 @@ def anchored_plan(base: str, body_line: str = "return torch.relu(x) * self.scale
         else:
             lines.append(line)
     scaffold = "\n".join(lines)
-    return f"## Advice\nReplace relu and the multiply with one clamp_min.\n\n## Scaffold\n```python\n{scaffold}\n```\n"
+    advice = "Replace relu and the multiply with one clamp_min."
+    return f"## Advice\n{advice}\n\n## Scaffold\n```python\n{scaffold}\n```\n"
 
 
 def sleeper(marker: str) -> str:

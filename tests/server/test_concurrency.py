@@ -26,7 +26,8 @@ async def test_two_clients_share_one_run(home: Path) -> None:
     results: dict[str, object] = {}
     async with Client(server, mode="auto") as first, Client(server, mode="legacy") as second:
         run_id = ok(await first.call_tool("create_run", {"problem": str(PROBLEM), "budget": 1}))["run_id"]
-        assert (await second.call_tool("select_node", {"run_id": run_id})).structured_content["node_id"] == "n0"
+        assert (await second.call_tool("select_node",
+            {"run_id": run_id})).structured_content["node_id"] == "n0"
 
         async def attempt(client: Client, name: str) -> None:
             results[name] = await client.call_tool(

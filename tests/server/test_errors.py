@@ -25,6 +25,14 @@ def test_hints_follow_the_most_specific_kind() -> None:
     assert actionable(InvalidInput("")) == "InvalidInput"
 
 
+def test_a_hint_after_a_quoted_source_line_starts_a_line_of_its_own() -> None:
+    syntax = "problem: syntax error at line 3: invalid syntax\n    def forward(self x):"
+    message = actionable(ProblemError(syntax))
+    quoted, hint = message.rsplit("\n", 1)
+    assert quoted.endswith("    def forward(self x):")
+    assert hint.startswith("The problem must define class Model(nn.Module)")
+
+
 def test_boundaries_raise_the_protocols_error_kinds() -> None:
     with pytest.raises(ToolError, match="budget"), tool_errors():
         raise BudgetExhausted("budget used")

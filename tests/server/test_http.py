@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-
 import socket
 import subprocess
 import sys
@@ -61,7 +60,9 @@ def http_server(tmp_path: Path):
             process.wait()
 
 
-async def test_bearer_token_is_required_and_sufficient(http_server: tuple[int, subprocess.Popen[str]]) -> None:
+async def test_bearer_token_is_required_and_sufficient(
+    http_server: tuple[int, subprocess.Popen[str]],
+) -> None:
     port, process = http_server
     url = f"http://127.0.0.1:{port}/mcp"
     async with httpx2.AsyncClient() as http:

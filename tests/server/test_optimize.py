@@ -9,7 +9,7 @@ from mcp import Client
 
 from stark_mcp.llm import ScriptedBackend, backend_from_settings
 
-from .support import MODES, PROBLEM, ProgressLog, anchored_plan, error_text, make_server, ok, source
+from .support import MODES, PRICED, PROBLEM, ProgressLog, anchored_plan, error_text, make_server, ok, source
 
 pytestmark = pytest.mark.anyio
 
@@ -20,14 +20,16 @@ def fenced(text: str) -> str:
 
 @pytest.mark.parametrize("mode", MODES)
 async def test_optimize_runs_the_loop_with_progress(tmp_path: Path, mode: str) -> None:
-    backend = ScriptedBackend()
+    backend = ScriptedBackend(prices=PRICED)
     backend.enqueue(anchored_plan(PROBLEM.read_text()), role="plan")
     backend.enqueue(fenced(source("cand_clamp")), role="code")
     server = make_server(tmp_path, backend_factory=lambda: backend)
     progress = ProgressLog()
     async with Client(server, mode=mode) as client:
-        run_id = ok(await client.call_tool("create_run", {"problem": str(PROBLEM), "budget": 3, "seed": 2}))["run_id"]
-        result = ok(await client.call_tool("optimize", {"run_id": run_id, "budget": 1}, progress_callback=progress))
+        run_id = ok(await client.call_tool("create_run",
+            {"problem": str(PROBLEM), "budget": 3, "seed": 2}))["run_id"]
+        result = ok(await client.call_tool("optimize", {"run_id": run_id, "budget": 1},
+            progress_callback=progress))
         assert result["attempts"] == 1 and result["attempts_left"] == 2
         assert result["best_node_id"] == "n1" and result["best_runtime_ms"] > 0
         assert result["cost_usd"] > 0 and result["stop_reason"] == "budget"
@@ -59,5 +61,6 @@ async def test_optimize_unknown_run_calls_no_model(tmp_path: Path, mode: str) ->
     server = make_server(tmp_path, backend_factory=lambda: backend)
     async with Client(server, mode=mode) as client:
         assert "list_runs" in error_text(await client.call_tool("optimize", {"run_id": "r-nothere"}))
-        assert "budget" in error_text(await client.call_tool("optimize", {"run_id": "r-nothere", "budget": 0}))
+        assert "budget" in error_text(await client.call_tool("optimize",
+            {"run_id": "r-nothere", "budget": 0}))
     assert backend.requests == []

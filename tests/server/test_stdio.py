@@ -44,7 +44,8 @@ async def test_stdio_search_end_to_end(tmp_path: Path) -> None:
         assert (selected["node_id"], selected["action"]) == ("n0", "plan")
         ok(await client.call_tool("build_context", {"run_id": run_id, "node_id": "n0", "role": "plan"}))
         plan = anchored_plan(PROBLEM.read_text())
-        ok(await client.call_tool("build_context", {"run_id": run_id, "node_id": "n0", "role": "code", "plan": plan}))
+        ok(await client.call_tool("build_context",
+            {"run_id": run_id, "node_id": "n0", "role": "code", "plan": plan}))
         first = ok(await client.call_tool(
             "add_child", {"run_id": run_id, "parent_id": "n0", "source": source("cand_clamp"), "plan": plan},
             progress_callback=progress,
@@ -68,7 +69,8 @@ def test_stdout_carries_only_protocol_messages(tmp_path: Path) -> None:
     """Raw JSON-RPC as a legacy host sends it: every stdout line must be a JSON-RPC message."""
     requests = [
         {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-            "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}}},
+            "protocolVersion": "2025-11-25", "capabilities": {},
+            "clientInfo": {"name": "raw", "version": "0"}}},
         {"jsonrpc": "2.0", "method": "notifications/initialized"},
         {"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
         {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "list_runs", "arguments": {}}},

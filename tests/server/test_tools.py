@@ -6,7 +6,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import anyio
 import pytest
 from mcp import Client
 
@@ -25,16 +24,13 @@ class Served:
 
 
 @pytest.fixture(scope="module")
-def served(tmp_path_factory: pytest.TempPathFactory) -> Served:
+async def served(tmp_path_factory: pytest.TempPathFactory) -> Served:
     home = tmp_path_factory.mktemp("tools-home")
     server = make_server(home)
-
-    async def create() -> str:
-        async with Client(server) as client:
-            created = ok(await client.call_tool("create_run", {"problem": str(PROBLEM), "budget": 30, "seed": 7}))
-            return created["run_id"]
-
-    return Served(server, home, anyio.run(create))
+    async with Client(server) as client:
+        created = ok(await client.call_tool("create_run",
+            {"problem": str(PROBLEM), "budget": 30, "seed": 7}))
+    return Served(server, home, created["run_id"])
 
 
 async def attempts(client: Client, run_id: str) -> int:
@@ -73,7 +69,8 @@ async def test_create_run_from_source_reports_progress(served: Served, mode: str
     progress = ProgressLog()
     async with Client(served.server, mode=mode) as client:
         created = ok(await client.call_tool(
-            "create_run", {"problem": PROBLEM.read_text(), "budget": 3, "name": f"inline-{mode}", "policy": "greedy"},
+            "create_run",
+            {"problem": PROBLEM.read_text(), "budget": 3, "name": f"inline-{mode}", "policy": "greedy"},
             progress_callback=progress,
         ))
         assert created["root_node_id"] == "n0"
@@ -87,6 +84,9 @@ async def test_create_run_from_source_reports_progress(served: Served, mode: str
     progress.assert_increasing()
     assert "checking problem" in (progress.events[0][2] or "")
     assert "created" in (progress.events[-1][2] or "")
+    # One scale from start to end (the check, one step per baseline, the record): the total never jumps.
+    totals = {total for _, total, _ in progress.events}
+    assert len(totals) == 1 and progress.events[-1][0] == progress.events[-1][1] == totals.pop()
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -101,7 +101,11 @@ async def test_create_run_refuses_bad_input_and_records_nothing(served: Served, 
         assert "policy" in error_text(
             await client.call_tool("create_run", {"problem": str(PROBLEM), "policy": "annealing"})
         )
-        assert "budget" in error_text(await client.call_tool("create_run", {"problem": str(PROBLEM), "budget": 0}))
+        assert "budget" in error_text(await client.call_tool("create_run",
+            {"problem": str(PROBLEM), "budget": 0}))
+        assert "use auto, cpu or cuda" in error_text(
+            await client.call_tool("create_run", {"problem": str(PROBLEM), "device": "tpu"})
+        )
         huge = PROBLEM.read_text() + "#" * (MAX_SOURCE_BYTES + 1)
         assert "larger than" in error_text(await client.call_tool("create_run", {"problem": huge}))
         assert len(ok(await client.call_tool("list_runs"))["runs"]) == before
@@ -117,7 +121,8 @@ async def test_select_node_and_build_context(served: Served, mode: str) -> None:
         again = ok(await client.call_tool("select_node", {"run_id": run_id}))
         assert again["node_id"] == selected["node_id"], "same tree and seed must give the same choice"
 
-        plan_ctx = ok(await client.call_tool("build_context", {"run_id": run_id, "node_id": "n0", "role": "plan"}))
+        plan_ctx = ok(await client.call_tool("build_context",
+            {"run_id": run_id, "node_id": "n0", "role": "plan"}))
         assert "n0" in plan_ctx["node_ids"]
         assert "torch.relu(x) * self.scale" in plan_ctx["prompt"]
         assert "<<<IMPROVE BEGIN>>>" in plan_ctx["prompt"]
@@ -129,7 +134,8 @@ async def test_select_node_and_build_context(served: Served, mode: str) -> None:
         assert "Replace relu and the multiply" in code_ctx["prompt"]
         assert "add_child" in code_ctx["next"]
 
-        debug_ctx = ok(await client.call_tool("build_context", {"run_id": run_id, "node_id": "n0", "role": "debug"}))
+        debug_ctx = ok(await client.call_tool("build_context",
+            {"run_id": run_id, "node_id": "n0", "role": "debug"}))
         assert debug_ctx["role"] == "debug" and debug_ctx["prompt"] != plan_ctx["prompt"]
 
 
@@ -138,10 +144,13 @@ async def test_build_context_errors(served: Served, mode: str) -> None:
     run_id = served.run_id
     args = {"run_id": run_id, "node_id": "n0"}
     async with Client(served.server, mode=mode) as client:
-        assert "unknown role 'tester'" in error_text(await client.call_tool("build_context", {**args, "role": "tester"}))
-        assert "needs the plan" in error_text(await client.call_tool("build_context", {**args, "role": "code"}))
+        assert "unknown role 'tester'" in error_text(await client.call_tool("build_context",
+            {**args, "role": "tester"}))
+        assert "needs the plan" in error_text(await client.call_tool("build_context",
+            {**args, "role": "code"}))
         no_anchors = "## Advice\nfuse it\n\n## Scaffold\n```python\n" + PROBLEM.read_text() + "```\n"
-        message = error_text(await client.call_tool("build_context", {**args, "role": "code", "plan": no_anchors}))
+        message = error_text(await client.call_tool("build_context",
+            {**args, "role": "code", "plan": no_anchors}))
         assert "no anchors" in message and "IMPROVE BEGIN" in message
         drifted = anchored_plan(PROBLEM.read_text().replace("get_inputs", "make_inputs"))
         assert "scaffold" in error_text(
@@ -162,11 +171,13 @@ async def test_build_context_errors(served: Served, mode: str) -> None:
     [("cand_clamp", "passed", None), ("cand_wrong", "wrong_output", "tolerance"),
      ("cand_crash", "runtime_error", "exception")],
 )
-async def test_evaluate_kernel_verdicts(served: Served, mode: str, candidate: str, status: str, reason: str | None) -> None:
+async def test_evaluate_kernel_verdicts(served: Served, mode: str, candidate: str, status: str,
+    reason: str | None) -> None:
     progress = ProgressLog()
     async with Client(served.server, mode=mode) as client:
         result = ok(await client.call_tool(
-            "evaluate_kernel", {"run_id": served.run_id, "source": source(candidate)}, progress_callback=progress,
+            "evaluate_kernel", {"run_id": served.run_id, "source": source(candidate)},
+            progress_callback=progress,
         ))
     assert result["status"] == status and result["reason"] == reason
     assert result["evaluation_id"].startswith("e-")
@@ -202,7 +213,8 @@ async def test_add_child_records_the_servers_own_evaluation(served: Served, mode
     run_id = served.run_id
     plan = anchored_plan(PROBLEM.read_text())
     async with Client(served.server, mode=mode) as client:
-        evaluated = ok(await client.call_tool("evaluate_kernel", {"run_id": run_id, "source": source("cand_clamp")}))
+        evaluated = ok(await client.call_tool("evaluate_kernel",
+            {"run_id": run_id, "source": source("cand_clamp")}))
         child = ok(await client.call_tool("add_child", {
             "run_id": run_id, "parent_id": "n0", "source": source("cand_clamp"), "plan": plan,
             "evaluation_id": evaluated["evaluation_id"],
@@ -219,7 +231,8 @@ async def test_add_child_records_the_servers_own_evaluation(served: Served, mode
         assert wrong["status"] == "wrong_output" and wrong["runtime_ms"] is None
 
         fixed = ok(await client.call_tool("add_child", {
-            "run_id": run_id, "parent_id": wrong["node_id"], "source": source("cand_clamp"), "action": "debug",
+            "run_id": run_id, "parent_id": wrong["node_id"], "source": source("cand_clamp"),
+            "action": "debug",
         }))
         assert fixed["action"] == "debug" and fixed["status"] == "passed"
         assert fixed["attempts_left"] == child["attempts_left"] - 2
@@ -236,7 +249,8 @@ async def test_add_child_refusals_record_nothing(served: Served, mode: str) -> N
     async with Client(served.server, mode=mode) as client:
         before = await attempts(client, run_id)
         assert "n77" in error_text(await client.call_tool("add_child", {**base, "parent_id": "n77"}))
-        assert "'plan' or 'debug'" in error_text(await client.call_tool("add_child", {**base, "action": "root"}))
+        assert "'plan' or 'debug'" in error_text(await client.call_tool("add_child",
+            {**base, "action": "root"}))
         assert "ModelNew" in error_text(
             await client.call_tool("add_child", {**base, "source": source("cand_no_model_new")})
         )
@@ -264,6 +278,9 @@ async def test_budget_exhausted(served: Served, mode: str) -> None:
         assert "budget of 1" in refused and "leaderboard" in refused
         assert "budget" in error_text(await client.call_tool("select_node", {"run_id": run_id}))
         assert await attempts(client, run_id) == 1
+        # The budget spent, the run says so (it read "created" before any attempt).
+        runs = ok(await client.call_tool("list_runs"))["runs"]
+        assert next(r["status"] for r in runs if r["run_id"] == run_id) == "finished"
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -271,7 +288,8 @@ async def test_leaderboard_list_runs_and_export(served: Served, mode: str) -> No
     run_id = served.run_id
     async with Client(served.server, mode=mode) as client:
         for name in ("cand_clamp", "cand_crash"):
-            ok(await client.call_tool("add_child", {"run_id": run_id, "parent_id": "n0", "source": source(name)}))
+            ok(await client.call_tool("add_child",
+                {"run_id": run_id, "parent_id": "n0", "source": source(name)}))
         board = ok(await client.call_tool("leaderboard", {"run_id": run_id}))["entries"]
         assert board, "a correct node was recorded"
         times = [e["runtime_ms"] for e in board]
@@ -290,9 +308,21 @@ async def test_leaderboard_list_runs_and_export(served: Served, mode: str) -> No
         assert exported["node_id"] == board[0]["node_id"]
         assert "class ModelNew" in exported["source"] and "_stark_self_check()" in exported["source"]
         compile(exported["source"], "exported.py", "exec")
-        picked = ok(await client.call_tool("export_kernel", {"run_id": run_id, "node_id": "n0"}))
-        assert "class Model(" in picked["source"]
-        assert "n404" in error_text(await client.call_tool("export_kernel", {"run_id": run_id, "node_id": "n404"}))
+        slower = exported["speedups"]["eager"] < 1.0
+        assert bool(exported["warnings"]) == slower
+        assert all("slower than eager PyTorch" in w for w in exported["warnings"])
+        # Only correct attempts are exported: not the reference, not a failing node.
+        assert "reference" in error_text(await client.call_tool("export_kernel",
+            {"run_id": run_id, "node_id": "n0"}))
+        children = ok(await client.call_tool("get_node", {"run_id": run_id, "node_id": "n0"}))["children"]
+        statuses = {n: ok(await client.call_tool("get_node",
+            {"run_id": run_id, "node_id": n}))["evaluation"]["status"]
+                    for n in children}
+        crashed = next(n for n, status in statuses.items() if status != "passed")
+        refused = error_text(await client.call_tool("export_kernel", {"run_id": run_id, "node_id": crashed}))
+        assert f"did not pass ({statuses[crashed]})" in refused and "get_node" in refused
+        assert "n404" in error_text(await client.call_tool("export_kernel",
+            {"run_id": run_id, "node_id": "n404"}))
         assert "n404" in error_text(await client.call_tool("get_node", {"run_id": run_id, "node_id": "n404"}))
 
 
@@ -300,7 +330,8 @@ async def test_leaderboard_list_runs_and_export(served: Served, mode: str) -> No
 async def test_export_without_a_correct_node(served: Served, mode: str) -> None:
     async with Client(served.server, mode=mode) as client:
         run_id = ok(await client.call_tool("create_run", {"problem": str(PROBLEM), "budget": 2}))["run_id"]
-        ok(await client.call_tool("add_child", {"run_id": run_id, "parent_id": "n0", "source": source("cand_crash")}))
+        ok(await client.call_tool("add_child",
+            {"run_id": run_id, "parent_id": "n0", "source": source("cand_crash")}))
         assert "no correct node" in error_text(await client.call_tool("export_kernel", {"run_id": run_id}))
         assert ok(await client.call_tool("leaderboard", {"run_id": run_id}))["entries"] == []
 

@@ -6,8 +6,8 @@ from pathlib import Path
 import pytest
 
 from stark_mcp.problems import Problem
-from stark_mcp.records import Action
-from stark_mcp.store import RunRecord, Store
+from stark_mcp.records import Action, RunRecord
+from stark_mcp.store import Store
 
 from .helpers import PROBLEM_SOURCE
 

@@ -6,8 +6,8 @@ from pathlib import Path
 import pytest
 
 from stark_mcp.problems import Problem
-from stark_mcp.records import Action, Status, Usage
-from stark_mcp.store import NotFound, RunRecord, Store, StoreError
+from stark_mcp.records import Action, RunRecord, Status, Usage
+from stark_mcp.store import NotFound, Store, StoreError
 
 from .helpers import failed, passed
 

@@ -7,10 +7,10 @@ import sqlite3
 import pytest
 
 from stark_mcp.problems import Problem
-from stark_mcp.records import Action, Status, Usage
-from stark_mcp.store import NotFound, RunRecord, Store, StoreError
+from stark_mcp.records import Action, RunRecord, Status, Usage
+from stark_mcp.store import NotFound, Store, StoreError
 
-from .helpers import PROBLEM_SOURCE, failed, passed
+from .helpers import PROBLEM_SOURCE, CancellingConnection, failed, passed
 
 pytestmark = pytest.mark.anyio
 
@@ -117,41 +117,60 @@ async def test_concurrent_coroutines_get_distinct_contiguous_seqs(store: Store, 
     assert [n.seq for n in await store.nodes(root_run.id)] == list(range(31))
 
 
-async def test_cancelled_writes_leave_the_store_usable(store: Store, root_run: RunRecord) -> None:
-    # Cancel add_node at many different points; a write either lands whole or not at all,
-    # and the shared connection is never left inside a transaction.
-    finished = 0
-    for i in range(60):
-        try:
-            await asyncio.wait_for(
-                store.add_node(root_run.id, parent_id="n0", action=Action.PLAN, source=f"c{i}"),
-                timeout=(i % 12) * 0.0002,
+async def test_a_write_cancelled_at_any_statement_lands_whole_and_leaves_the_store_usable(
+    store: Store, root_run: RunRecord, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Cancel the caller of add_node right before and right after each statement it sends (BEGIN,
+    # the checks, the INSERT, COMMIT): the connection is never left inside a transaction, and the
+    # write, once it holds the lock, commits whole whatever happens to its caller.
+    connection = CancellingConnection(store._conn)
+    monkeypatch.setattr(store, "_conn", connection)
+    await store.add_node(root_run.id, parent_id="n0", action=Action.PLAN, source="counted")
+    statements = connection.count
+    assert statements >= 5
+    cancelled: list[str] = []
+    for at in range(1, statements + 1):
+        for moment in ("before", "after"):
+            label = f"cancelled {moment} statement {at}"
+            caller = asyncio.create_task(
+                store.add_node(root_run.id, parent_id="n0", action=Action.PLAN, source=label, plan=PLAN)
             )
-            finished += 1
-        except TimeoutError:
-            pass
-    after = await store.add_node(root_run.id, parent_id="n0", action=Action.PLAN, source="after")
-    nodes = await store.nodes(root_run.id)
-    assert [n.seq for n in nodes] == list(range(len(nodes)))
-    assert nodes[-1] == after
-    assert len(nodes) - 2 >= finished  # cancelled ones may still have committed
+            connection.arm(caller, at, moment)
+            with pytest.raises(asyncio.CancelledError):
+                await caller
+            connection.victim = None
+            cancelled.append(label)
+            after = await store.add_node(root_run.id, parent_id="n0", action=Action.PLAN,
+                source=f"after {label}")
+            nodes = await store.nodes(root_run.id)
+            assert [n.seq for n in nodes] == list(range(len(nodes)))
+            assert nodes[-1] == after
+            assert all(n.plan == PLAN for n in nodes if n.source == label), label  # whole, if there
+    # It held the lock before its first statement, so every cancelled write committed.
+    assert [n.source for n in await store.nodes(root_run.id) if n.source in cancelled] == cancelled
 
 
-async def test_a_profile_is_attached_without_touching_the_verdict(store: Store, root_run: RunRecord) -> None:
+async def test_profiles_are_kept_beside_nodes_that_never_change(store: Store, root_run: RunRecord) -> None:
     from stark_mcp.records import KernelProfile, ProfileReport
 
-    made = await store.add_node(root_run.id, parent_id="n0", action=Action.PLAN, source="s",
-                                evaluation=passed(0.5))
-    kernel = KernelProfile(name="void k(float*)", short_name="k", time_us=80.0, share=1.0,
-                           dram_throughput_pct=91.0)
+    made = await store.add_node(
+        root_run.id, parent_id="n0", action=Action.PLAN, source="s", evaluation=passed(0.5)
+    )
+    kernel = KernelProfile(
+        name="void k(float*)", short_name="k", time_us=80.0, share=1.0, dram_throughput_pct=91.0
+    )
     report = ProfileReport(source="ncu", device_name="GPU", seconds=9.5, total_time_us=80.0, kernels=[kernel])
-    updated = await store.set_profile(root_run.id, made.id, report)
-    loaded = await store.get_node(root_run.id, made.id)
-    assert loaded == updated and loaded.evaluation is not None and loaded.evaluation.profile == report
-    assert loaded.evaluation.model_copy(update={"profile": None}) == passed(0.5)
-    assert [n.id for n in await store.nodes(root_run.id) if n.score == 0.5] == [made.id]  # score column kept
+    first = await store.add_profile(root_run.id, made.id, report)
+    second = await store.add_profile(root_run.id, made.id, ProfileReport(source="none", reason="ncu denied"))
+    assert second > first
+    assert [(seq, node_id, p.source) for seq, node_id, p in await store.profiles(root_run.id)] == [
+        (first, made.id, "ncu"),
+        (second, made.id, "none"),
+    ]
+    assert [p.source for _, _, p in await store.profiles(root_run.id, after_seq=first)] == ["none"]
+    assert await store.get_node(root_run.id, made.id) == made  # the node row is untouched
     with pytest.raises(NotFound):
-        await store.set_profile(root_run.id, "n99", report)
+        await store.add_profile(root_run.id, "n99", report)
     bare = await store.add_node(root_run.id, parent_id="n0", action=Action.PLAN, source="t")
     with pytest.raises(StoreError, match="no evaluation"):
-        await store.set_profile(root_run.id, bare.id, report)
+        await store.add_profile(root_run.id, bare.id, report)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 import os
 import signal
 import sqlite3
@@ -13,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from stark_mcp.problems import Problem
-from stark_mcp.records import Action
-from stark_mcp.store import RunRecord, Store
+from stark_mcp.records import Action, RunRecord
+from stark_mcp.store import MIGRATIONS, Store
 
 from .helpers import PROBLEM_SOURCE
 
@@ -142,7 +143,7 @@ async def test_two_processes_write_one_run_concurrently(db_path: Path, problem: 
     elapsed = time.monotonic() - started
 
     outputs: list[list[tuple[str, float]]] = []
-    for writer, (out, err) in zip(writers, results):
+    for writer, (out, err) in zip(writers, results, strict=True):
         assert writer.returncode == 0, err.decode()
         assert "locked" not in err.decode()
         outputs.append(parse(out.decode().splitlines()))
@@ -158,7 +159,7 @@ async def test_two_processes_write_one_run_concurrently(db_path: Path, problem: 
     assert sum(n.source.startswith("# server") for n in nodes) == 50
     # The writers really overlapped: their nodes interleave rather than forming two blocks.
     tags = [n.source.split()[1] for n in nodes[1:]]
-    assert sum(a != b for a, b in zip(tags, tags[1:])) > 10
+    assert sum(a != b for a, b in itertools.pairwise(tags)) > 10
     assert integrity(db_path) == "ok"
     # No write waited anywhere near the busy timeout, and the whole exchange was quick.
     slowest = max(seconds for output in outputs for _, seconds in output)
@@ -197,9 +198,10 @@ async def test_processes_opening_a_fresh_file_at_once_migrate_it_once(tmp_path: 
         assert await asyncio.wait_for(opener.stdout.readline(), 30) == b"ready\n"
     go.touch()
     results = await asyncio.wait_for(asyncio.gather(*(o.communicate() for o in openers)), 30)
-    for opener, (_, err) in zip(openers, results):
+    for opener, (_, err) in zip(openers, results, strict=True):
         assert opener.returncode == 0, err.decode()
     with sqlite3.connect(db) as raw:
-        assert raw.execute("SELECT number FROM schema_migrations").fetchall() == [(1,)]
+        numbers = raw.execute("SELECT number FROM schema_migrations").fetchall()
+        assert numbers == [(m.number,) for m in MIGRATIONS]
         assert raw.execute("PRAGMA journal_mode").fetchone() == ("wal",)
     assert integrity(db) == "ok"

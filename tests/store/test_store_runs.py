@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from stark_mcp.problems import Problem
-from stark_mcp.records import Action, Evaluation, Status, TimingStats
-from stark_mcp.store import NotFound, RunRecord, Store, StoreError
+from stark_mcp.records import Action, Evaluation, RunRecord, Status, TimingStats
+from stark_mcp.store import NotFound, Store, StoreError
 
 from .helpers import timing
 
@@ -115,5 +115,6 @@ async def test_create_run_with_root_commits_run_baselines_and_root_together(
         again = await store.get_run(run.id)
         nodes = await store.nodes(run.id)
     assert again.baselines["eager"] == stats
-    assert [(n.id, n.action, n.parent_id, n.source) for n in nodes] == [("n0", Action.ROOT, None, problem.source)]
+    assert [(n.id, n.action, n.parent_id, n.source) for n in nodes] == [("n0", Action.ROOT, None,
+        problem.source)]
     assert nodes[0].score == 2.0

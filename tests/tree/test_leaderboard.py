@@ -39,3 +39,21 @@ def test_copies_differing_only_in_whitespace_count_once() -> None:
     # n2 and n3 tie at 0.9 ms with the same normalised source: the earlier one stays.
     assert [n.id for n in leaderboard(tree, 5)] == ["n2", "n4"]
     assert normalise_source(" a\n\tb  c \n") == "a b c"
+
+
+def test_copies_differing_only_in_comments_count_once() -> None:
+    body = (
+        "import torch\n\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n        return x * 2\n"
+    )
+    commented = body.replace("return x * 2", "return x * 2  # fused") + "# tuned by hand\n"
+    text = body.replace("x * 2", "'x * 2  # a string, not a comment'")
+    tree = Tree(
+        [
+            make_node(0, None, ms=5.0, source="reference"),
+            make_node(1, 0, ms=1.0, source=body),
+            make_node(2, 0, ms=1.1, source=commented),
+            make_node(3, 0, ms=1.2, source=text),
+            make_node(4, 0, ms=1.3, source="def broken(:\n    pass  # no tokens here\n"),
+        ]
+    )
+    assert [n.id for n in leaderboard(tree, 5)] == ["n1", "n3", "n4"]

@@ -188,3 +188,18 @@ def test_leaderboard_is_sorted_distinct_and_complete(nodes: list[Node], k: int) 
         for n in nodes:
             if n.parent_id is not None and math.isfinite(n.score) and normalise_source(n.source) not in shown:
                 assert (n.score, n.seq) > (board[-1].score, board[-1].seq)
+
+
+@given(trees(), st.integers(1, 30), configs, seeds)
+def test_a_tree_extended_with_newer_nodes_is_the_tree_built_at_once(
+    nodes: list[Node], cut: int, config: PolicyConfig, seed: int
+) -> None:
+    whole = Tree(nodes)
+    by_seq = list(whole)  # creation order: a run's tree only ever grows at the end
+    grown = Tree(by_seq[:cut]).extended(by_seq[cut:])
+    assert list(grown) == list(whole) and grown.root == whole.root
+    for node in whole:
+        assert grown.children(node.id) == whole.children(node.id)
+    assert grown.leaves() == whole.leaves() and grown.latest() == whole.latest()
+    assert leaderboard(grown, 5) == leaderboard(whole, 5)
+    assert select(grown, config, random.Random(seed)) == select(whole, config, random.Random(seed))

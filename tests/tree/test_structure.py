@@ -75,3 +75,16 @@ def test_duplicate_ids_and_cycles_are_rejected() -> None:
     b = make_node(2, 1)
     with pytest.raises(TreeError, match="n1, n2 do not descend from the root"):
         Tree([make_node(0, None, ms=1.0), a, b])
+
+
+def test_extending_a_tree_checks_what_the_constructor_checks() -> None:
+    base = Tree([make_node(0, None, ms=1.0), make_node(1, 0, ms=0.5)])
+    assert base.extended([]) is base
+    grown = base.extended([make_node(2, 1), make_node(3, 2, ms=0.4)])
+    assert [n.id for n in grown.children("n1")] == ["n2"] and len(base) == 2  # the base is untouched
+    with pytest.raises(TreeError, match="not in the tree"):
+        base.extended([make_node(2, 7)])
+    with pytest.raises(TreeError, match="not newer"):
+        grown.extended([make_node(1, 0)])
+    with pytest.raises(TreeError, match="exactly one node with action 'root'"):
+        base.extended([make_node(2, None)])

@@ -3,7 +3,7 @@ import random
 import pytest
 
 from stark_mcp.records import Status
-from stark_mcp.tree import Tree, TreeError, context_window
+from stark_mcp.tree import Tree, TreeError, context_window, recent_window
 
 from .builders import make_node
 
@@ -84,3 +84,16 @@ def test_unknown_node_or_role() -> None:
         window("n42", "plan")
     with pytest.raises(TreeError, match="unknown role 'review'"):
         window("n1", "review")
+
+
+def test_the_fixed_window_of_the_no_windows_ablation_is_the_latest_attempts_for_any_node() -> None:
+    tree = window_tree()
+    others = [n.id for n in tree if n.id not in ("n0", "n3")]
+    assert recent_window(tree, "n3", cap=3) == others[-3:]
+    assert recent_window(tree, "n3", cap=100) == others
+    assert recent_window(tree, "n3", cap=0) == []
+    assert recent_window(tree, "n0", cap=2) == [n.id for n in tree][-2:]
+    with pytest.raises(TreeError):
+        recent_window(tree, "n99")
+    with pytest.raises(TreeError, match="cap must be >= 0"):
+        recent_window(tree, "n3", cap=-1)

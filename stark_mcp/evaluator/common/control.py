@@ -73,8 +73,15 @@ def _drain(fd: int) -> None:
         pass
 
 
-def wait_for(current: Callable[[], int], target: int, bell: int, *, spin_s: float, timeout: float,
-             alive: Callable[[], bool] | None = None) -> None:
+def wait_for(
+    current: Callable[[], int],
+    target: int,
+    bell: int,
+    *,
+    spin_s: float,
+    timeout: float,
+    alive: Callable[[], bool] | None = None,
+) -> None:
     """Return once ``current() >= target``: spin for ``spin_s``, then sleep on ``bell``."""
     if current() >= target:
         return
@@ -110,7 +117,7 @@ class WorkerSide:
         data = json.dumps(args, separators=(",", ":")).encode()
         if len(data) > _GO_MAX:
             raise ValueError(f"non-tensor arguments take {len(data)} bytes; at most {_GO_MAX} fit")
-        self.block[_GO_ARGS:_GO_ARGS + len(data)] = data
+        self.block[_GO_ARGS : _GO_ARGS + len(data)] = data
         _GO.pack_into(self.block, 0, seq, shape, slot, len(data))
 
     def done_seq(self) -> int:
@@ -125,7 +132,7 @@ class WorkerSide:
         if not 0 <= length <= DONE_MAX:
             raise ControlError(f"DONE metadata length {length} out of range")
         try:
-            meta = json.loads(raw[_DONE_META - _DONE_AT:_DONE_META - _DONE_AT + length].decode())
+            meta = json.loads(raw[_DONE_META - _DONE_AT : _DONE_META - _DONE_AT + length].decode())
         except (UnicodeDecodeError, ValueError) as exc:
             raise ControlError(f"DONE metadata is not JSON: {exc}") from None
         if not isinstance(meta, dict):
@@ -144,15 +151,21 @@ class RunnerSide:
 
     def go(self) -> tuple[int, int, int, list[Any]]:
         seq, shape, slot, length = _GO.unpack_from(self.block, 0)
-        args = json.loads(bytes(self.block[_GO_ARGS:_GO_ARGS + length]).decode()) if length else []
+        args = json.loads(bytes(self.block[_GO_ARGS : _GO_ARGS + length]).decode()) if length else []
         return seq, shape, slot, args
 
     def done(self, seq: int, reported_ns: int, meta: dict[str, Any]) -> None:
         data = json.dumps(meta, separators=(",", ":"), allow_nan=True).encode()
         if len(data) > DONE_MAX:
-            data = json.dumps({"ok": False, "status": "runtime_error", "reason": "exception",
-                               "message": "the output description is too large"}).encode()
-        self.block[_DONE_META:_DONE_META + len(data)] = data
+            data = json.dumps(
+                {
+                    "ok": False,
+                    "status": "runtime_error",
+                    "reason": "exception",
+                    "message": "the output description is too large",
+                }
+            ).encode()
+        self.block[_DONE_META : _DONE_META + len(data)] = data
         struct.pack_into("<qI", self.block, _DONE_AT + 8, reported_ns, len(data))
         struct.pack_into("<Q", self.block, _DONE_AT, seq)
 

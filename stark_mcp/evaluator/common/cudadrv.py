@@ -31,13 +31,22 @@ class _Location(ctypes.Structure):
 
 
 class _AllocFlags(ctypes.Structure):
-    _fields_ = [("compressionType", ctypes.c_ubyte), ("gpuDirectRDMACapable", ctypes.c_ubyte),
-                ("usage", ctypes.c_ushort), ("reserved", ctypes.c_ubyte * 4)]
+    _fields_ = [
+        ("compressionType", ctypes.c_ubyte),
+        ("gpuDirectRDMACapable", ctypes.c_ubyte),
+        ("usage", ctypes.c_ushort),
+        ("reserved", ctypes.c_ubyte * 4),
+    ]
 
 
 class _AllocationProp(ctypes.Structure):
-    _fields_ = [("type", ctypes.c_int), ("requestedHandleTypes", ctypes.c_int), ("location", _Location),
-                ("win32HandleMetaData", ctypes.c_void_p), ("allocFlags", _AllocFlags)]
+    _fields_ = [
+        ("type", ctypes.c_int),
+        ("requestedHandleTypes", ctypes.c_int),
+        ("location", _Location),
+        ("win32HandleMetaData", ctypes.c_void_p),
+        ("allocFlags", _AllocFlags),
+    ]
 
 
 class _AccessDesc(ctypes.Structure):
@@ -83,8 +92,10 @@ def granularity(device: int) -> int:
     lib = _driver()
     size = ctypes.c_size_t()
     prop = _prop(device)
-    _check(lib.cuMemGetAllocationGranularity(ctypes.byref(size), ctypes.byref(prop), _GRANULARITY_MINIMUM),
-           "cuMemGetAllocationGranularity")
+    _check(
+        lib.cuMemGetAllocationGranularity(ctypes.byref(size), ctypes.byref(prop), _GRANULARITY_MINIMUM),
+        "cuMemGetAllocationGranularity",
+    )
     return int(size.value)
 
 
@@ -97,8 +108,14 @@ class _CAI:
     """Just enough of ``__cuda_array_interface__`` for ``torch.as_tensor`` to wrap a raw pointer."""
 
     def __init__(self, ptr: int, nbytes: int) -> None:
-        self.__cuda_array_interface__ = {"shape": (nbytes,), "typestr": "|u1", "data": (ptr, False),
-                                         "version": 3, "strides": None, "stream": None}
+        self.__cuda_array_interface__ = {
+            "shape": (nbytes,),
+            "typestr": "|u1",
+            "data": (ptr, False),
+            "version": 3,
+            "strides": None,
+            "stream": None,
+        }
 
 
 class DeviceMapping:
@@ -115,11 +132,19 @@ class DeviceMapping:
         size = round_up(nbytes, device)
         handle = ctypes.c_ulonglong()
         prop = _prop(device)
-        _check(lib.cuMemCreate(ctypes.byref(handle), ctypes.c_size_t(size), ctypes.byref(prop),
-                               ctypes.c_ulonglong(0)), "cuMemCreate")
+        _check(
+            lib.cuMemCreate(
+                ctypes.byref(handle), ctypes.c_size_t(size), ctypes.byref(prop), ctypes.c_ulonglong(0)
+            ),
+            "cuMemCreate",
+        )
         fd = ctypes.c_int(-1)
-        _check(lib.cuMemExportToShareableHandle(ctypes.byref(fd), handle, _HANDLE_POSIX_FD, ctypes.c_ulonglong(0)),
-               "cuMemExportToShareableHandle")
+        _check(
+            lib.cuMemExportToShareableHandle(
+                ctypes.byref(fd), handle, _HANDLE_POSIX_FD, ctypes.c_ulonglong(0)
+            ),
+            "cuMemExportToShareableHandle",
+        )
         return cls._map(handle.value, size, device), int(fd.value)
 
     @classmethod
@@ -127,21 +152,41 @@ class DeviceMapping:
         """Map an allocation another process exported as ``fd`` (``size`` as the exporter gave it)."""
         lib = _driver()
         handle = ctypes.c_ulonglong()
-        _check(lib.cuMemImportFromShareableHandle(ctypes.byref(handle), ctypes.c_void_p(fd), _HANDLE_POSIX_FD),
-               "cuMemImportFromShareableHandle")
+        _check(
+            lib.cuMemImportFromShareableHandle(ctypes.byref(handle), ctypes.c_void_p(fd), _HANDLE_POSIX_FD),
+            "cuMemImportFromShareableHandle",
+        )
         return cls._map(handle.value, size, device)
 
     @classmethod
     def _map(cls, handle: int, size: int, device: int) -> DeviceMapping:
         lib = _driver()
         ptr = ctypes.c_ulonglong()
-        _check(lib.cuMemAddressReserve(ctypes.byref(ptr), ctypes.c_size_t(size), ctypes.c_size_t(0),
-                                       ctypes.c_ulonglong(0), ctypes.c_ulonglong(0)), "cuMemAddressReserve")
-        _check(lib.cuMemMap(ptr, ctypes.c_size_t(size), ctypes.c_size_t(0), ctypes.c_ulonglong(handle),
-                            ctypes.c_ulonglong(0)), "cuMemMap")
+        _check(
+            lib.cuMemAddressReserve(
+                ctypes.byref(ptr),
+                ctypes.c_size_t(size),
+                ctypes.c_size_t(0),
+                ctypes.c_ulonglong(0),
+                ctypes.c_ulonglong(0),
+            ),
+            "cuMemAddressReserve",
+        )
+        _check(
+            lib.cuMemMap(
+                ptr,
+                ctypes.c_size_t(size),
+                ctypes.c_size_t(0),
+                ctypes.c_ulonglong(handle),
+                ctypes.c_ulonglong(0),
+            ),
+            "cuMemMap",
+        )
         access = _AccessDesc(_Location(_LOCATION_DEVICE, device), _ACCESS_READWRITE)
-        _check(lib.cuMemSetAccess(ptr, ctypes.c_size_t(size), ctypes.byref(access), ctypes.c_size_t(1)),
-               "cuMemSetAccess")
+        _check(
+            lib.cuMemSetAccess(ptr, ctypes.c_size_t(size), ctypes.byref(access), ctypes.c_size_t(1)),
+            "cuMemSetAccess",
+        )
         return cls(handle, int(ptr.value), size, device)
 
     def close(self) -> None:

@@ -35,7 +35,9 @@ def nbytes_of(shape: list[int], dtype: torch.dtype) -> int:
     return n * torch.empty((), dtype=dtype).element_size()
 
 
-def layout_for(specs: list[tuple[list[int], torch.dtype]], start: int = 0) -> tuple[list[dict[str, Any]], int]:
+def layout_for(
+    specs: list[tuple[list[int], torch.dtype]], start: int = 0
+) -> tuple[list[dict[str, Any]], int]:
     """Leaves packed from ``start`` with ALIGN-byte alignment; returns (leaves, end offset)."""
     leaves = []
     offset = start
@@ -82,7 +84,7 @@ class Region:
             raise ValueError(f"leaf {leaf} does not fit the region of {self.size} bytes")
         dtype = dtype_of(str(leaf["dtype"]))
         shape = [int(d) for d in leaf["shape"]]
-        raw = self.flat[offset:offset + size]
+        raw = self.flat[offset : offset + size]
         if size == 0:
             return torch.empty(shape, dtype=dtype, device=self.flat.device)
         return raw.view(dtype).view(shape)

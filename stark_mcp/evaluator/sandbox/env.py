@@ -4,15 +4,58 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-KEEP_NAMES = frozenset({
-    "PATH", "HOME", "LANG", "LANGUAGE", "TZ", "TERM", "USER", "LOGNAME", "SHELL", "TMPDIR",
-    "LD_LIBRARY_PATH", "LIBRARY_PATH", "CPATH", "CC", "CXX", "MAX_JOBS", "PYTHONPATH",
-    "VIRTUAL_ENV", "CONDA_PREFIX", "PYTHONHASHSEED",
-})
-KEEP_PREFIXES = ("LC_", "CUDA_", "CUDNN_", "NVIDIA_", "TORCH_", "PYTORCH_", "TORCHINDUCTOR_", "TRITON_",
-                 "OMP_", "MKL_", "KMP_", "NCCL_", "CUBLAS_")
-SECRET_MARKERS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "AUTH", "COOKIE",
-                  "SESSION", "PRIVATE", "CERT")
+KEEP_NAMES = frozenset(
+    {
+        "PATH",
+        "HOME",
+        "LANG",
+        "LANGUAGE",
+        "TZ",
+        "TERM",
+        "USER",
+        "LOGNAME",
+        "SHELL",
+        "TMPDIR",
+        "LD_LIBRARY_PATH",
+        "LIBRARY_PATH",
+        "CPATH",
+        "CC",
+        "CXX",
+        "MAX_JOBS",
+        "PYTHONPATH",
+        "VIRTUAL_ENV",
+        "CONDA_PREFIX",
+        "PYTHONHASHSEED",
+    }
+)
+KEEP_PREFIXES = (
+    "LC_",
+    "CUDA_",
+    "CUDNN_",
+    "NVIDIA_",
+    "TORCH_",
+    "PYTORCH_",
+    "TORCHINDUCTOR_",
+    "TRITON_",
+    "OMP_",
+    "MKL_",
+    "KMP_",
+    "NCCL_",
+    "CUBLAS_",
+)
+SECRET_MARKERS = (
+    "KEY",
+    "TOKEN",
+    "SECRET",
+    "PASSWORD",
+    "PASSWD",
+    "CREDENTIAL",
+    "AUTH",
+    "COOKIE",
+    "SESSION",
+    "PRIVATE",
+    "CERT",
+)
 
 
 def looks_secret(name: str) -> bool:

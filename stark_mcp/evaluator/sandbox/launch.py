@@ -31,7 +31,6 @@ from stark_mcp.evaluator.sandbox.cgroups import CGroup
 from stark_mcp.evaluator.sandbox.levels import IsolationInfo, detect
 
 SCRATCH_INSIDE = "/tmp"
-UID_BASE = int(os.environ.get("STARK_SANDBOX_UID_BASE", "61000"))
 UID_COUNT = 512
 
 
@@ -67,11 +66,11 @@ class JailError(RuntimeError):
 class _Uid:
     """A uid no one else uses right now, held by an flock for as long as the jail lives."""
 
-    def __init__(self) -> None:
+    def __init__(self, base: int) -> None:
         folder = os.path.join(tempfile.gettempdir(), "stark-mcp-uids")
         os.makedirs(folder, mode=0o700, exist_ok=True)
         taken = _passwd_uids()
-        for uid in range(UID_BASE, UID_BASE + UID_COUNT):
+        for uid in range(base, base + UID_COUNT):
             if uid in taken:
                 continue
             fd = os.open(os.path.join(folder, f"{uid}.lock"), os.O_CREAT | os.O_RDWR, 0o600)
@@ -87,7 +86,7 @@ class _Uid:
                     continue
             self.uid, self._fd = uid, fd
             return
-        raise JailError(f"no free sandbox uid in {UID_BASE}..{UID_BASE + UID_COUNT - 1}")
+        raise JailError(f"no free sandbox uid in {base}..{base + UID_COUNT - 1}")
 
     def release(self) -> None:
         _kill_uid(self.uid)
@@ -212,8 +211,15 @@ class Jail:
 
     # -- start ---------------------------------------------------------------------------------------
     @classmethod
-    def start(cls, spec: JailSpec, info: IsolationInfo | None = None, *, pass_fds: tuple[int, ...] = (),
-              stdout: int | None = None, stderr: int | None = None) -> Jail:
+    def start(
+        cls,
+        spec: JailSpec,
+        info: IsolationInfo | None = None,
+        *,
+        pass_fds: tuple[int, ...] = (),
+        stdout: int | None = None,
+        stderr: int | None = None,
+    ) -> Jail:
         jail = cls(spec, info or detect())
         try:
             jail._start(pass_fds, stdout, stderr)
@@ -225,7 +231,7 @@ class Jail:
     def _start(self, pass_fds: tuple[int, ...], stdout: int | None, stderr: int | None) -> None:
         spec, info = self.spec, self.info
         if info.root and self.level in ("sandbox", "uid"):
-            self._uid = _Uid()
+            self._uid = _Uid(self.info.uid_base)
         if self.level != "sandbox":
             self._scratch_host = tempfile.mkdtemp(prefix=f"stark-{spec.name}-")
             if self._uid is not None:
@@ -241,8 +247,9 @@ class Jail:
         env["HOME"] = self.scratch  # never the user's: tools read config (and secrets) from HOME
         env["TMPDIR"] = self.scratch
         if info.cgroup and info.root:
-            self.cgroup = CGroup.create(info.cgroup, f"{spec.name}-{os.getpid()}-{time.monotonic_ns()}",
-                                        pids_max=spec.max_processes)
+            self.cgroup = CGroup.create(
+                info.cgroup, f"{spec.name}-{os.getpid()}-{time.monotonic_ns()}", pids_max=spec.max_processes
+            )
         argv = self._argv(env)
         info_r = info_w = None
         if self.level == "sandbox":
@@ -251,9 +258,16 @@ class Jail:
         fds = tuple(pass_fds) + ((info_w,) if info_w is not None else ())
         try:
             self.proc = subprocess.Popen(
-                argv, env=env if self.level != "sandbox" else _host_env(), cwd=self._scratch_host or "/",
-                stdin=subprocess.DEVNULL, stdout=stdout, stderr=stderr, pass_fds=fds, close_fds=True,
-                start_new_session=True)
+                argv,
+                env=env if self.level != "sandbox" else _host_env(),
+                cwd=self._scratch_host or "/",
+                stdin=subprocess.DEVNULL,
+                stdout=stdout,
+                stderr=stderr,
+                pass_fds=fds,
+                close_fds=True,
+                start_new_session=True,
+            )
         except OSError as exc:
             raise JailError(f"cannot start {argv[0]}: {exc}") from None
         finally:
@@ -270,21 +284,42 @@ class Jail:
         if spec.cpus:
             inner = ["taskset", "-c", ",".join(map(str, spec.cpus)), *inner]
         if self._uid is not None and info.setpriv:
-            inner = [info.setpriv, f"--reuid={self._uid.uid}", f"--regid={self._uid.uid}", "--clear-groups",
-                     "--inh-caps=-all", "--", *inner]
+            inner = [
+                info.setpriv,
+                f"--reuid={self._uid.uid}",
+                f"--regid={self._uid.uid}",
+                "--clear-groups",
+                "--inh-caps=-all",
+                "--",
+                *inner,
+            ]
         if self.level == "sandbox":
             inner = self._bwrap(env) + ["--", *inner]
         if info.prlimit:
-            inner = [info.prlimit, f"--nproc={spec.max_processes}", f"--fsize={spec.max_file_bytes}",
-                     "--core=0", "--", *inner]
+            inner = [
+                info.prlimit,
+                f"--nproc={spec.max_processes}",
+                f"--fsize={spec.max_file_bytes}",
+                "--core=0",
+                "--",
+                *inner,
+            ]
         if self.cgroup is not None:
             inner = ["/bin/sh", "-c", 'echo $$ > "$0" && exec "$@"', self.cgroup.procs_file, *inner]
         return inner
 
     def _bwrap(self, env: dict[str, str]) -> list[str]:
         spec, info = self.spec, self.info
-        argv = [info.bwrap or "bwrap", "--die-with-parent", "--new-session", "--unshare-pid", "--unshare-net",
-                "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
+        argv = [
+            info.bwrap or "bwrap",
+            "--die-with-parent",
+            "--new-session",
+            "--unshare-pid",
+            "--unshare-net",
+            "--unshare-ipc",
+            "--unshare-uts",
+            "--unshare-cgroup-try",
+        ]
         if not info.root:
             argv += ["--unshare-user", "--disable-userns"]
         argv += ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
@@ -293,8 +328,9 @@ class Jail:
                 argv += ["--dev-bind", node, node]
             if os.path.isdir("/dev/nvidia-caps"):
                 argv += ["--dev-bind", "/dev/nvidia-caps", "/dev/nvidia-caps"]
-        hidden = _existing_dirs(["/home", "/root", "/var/tmp", "/run/user", "/dev/shm", os.path.expanduser("~"),
-                                 *spec.hidden])
+        hidden = _existing_dirs(
+            ["/home", "/root", "/var/tmp", "/run/user", "/dev/shm", os.path.expanduser("~"), *spec.hidden]
+        )
         for path in hidden:
             argv += ["--perms", "0755", "--tmpfs", path]
         made: set[str] = set()
@@ -450,7 +486,7 @@ def _host_env() -> dict[str, str]:
 
 def _insert_after(argv: list[str], marker: str, extra: list[str]) -> list[str]:
     i = argv.index(marker)
-    return argv[: i + 1] + extra + argv[i + 1:]
+    return argv[: i + 1] + extra + argv[i + 1 :]
 
 
 def _read_child_pid(fd: int, proc: subprocess.Popen[bytes], timeout: float = 10.0) -> int | None:

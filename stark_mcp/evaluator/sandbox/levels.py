@@ -14,6 +14,7 @@ Standard library only (used by the parent, the trusted worker and its tests).
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -22,9 +23,32 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 LEVELS = ("sandbox", "uid", "process")
-FORCE_ENV = "STARK_ISOLATION"  # force a weaker level (tests, or a machine where the probe lies)
-BWRAP_ENV = "STARK_BWRAP"  # path to a bwrap binary (default: the one on PATH)
 PROBE_TIMEOUT_S = 20.0
+DEFAULT_UID_BASE = 61000
+
+
+@dataclass(frozen=True)
+class SandboxPolicy:
+    """What the user asked for (the ``isolation``, ``bwrap`` and ``sandbox_uid_base`` settings).
+
+    The parent builds one from its settings and hands it to the worker on its command line, so the
+    choice is made in one place and no process below reads the environment for it.
+    """
+
+    isolation: str = "auto"  # auto (the strongest possible) or a level, to force a weaker one
+    bwrap: str | None = None  # a bwrap binary (default: the one on PATH)
+    uid_base: int = DEFAULT_UID_BASE  # first of the uids candidates run as (root only)
+
+    def __post_init__(self) -> None:
+        if self.isolation != "auto" and self.isolation not in LEVELS:
+            raise ValueError(f"isolation {self.isolation!r}: choose auto or one of {', '.join(LEVELS)}")
+
+    def to_json(self) -> str:
+        return json.dumps({"isolation": self.isolation, "bwrap": self.bwrap, "uid_base": self.uid_base})
+
+    @classmethod
+    def from_json(cls, text: str) -> SandboxPolicy:
+        return cls(**json.loads(text))
 
 
 @dataclass(frozen=True)
@@ -38,6 +62,7 @@ class IsolationInfo:
     cgroup: str | None = None  # a writable cgroup v2 directory we may create groups under
     notes: list[str] = field(default_factory=list)
     possible: tuple[str, ...] = ("process",)  # the levels this machine can run, strongest first
+    uid_base: int = DEFAULT_UID_BASE
 
     @property
     def note(self) -> str:
@@ -47,8 +72,9 @@ class IsolationInfo:
 
 def _run_ok(argv: list[str]) -> tuple[bool, str]:
     try:
-        proc = subprocess.run(argv, capture_output=True, text=True, timeout=PROBE_TIMEOUT_S,
-                              stdin=subprocess.DEVNULL)
+        proc = subprocess.run(
+            argv, capture_output=True, text=True, timeout=PROBE_TIMEOUT_S, stdin=subprocess.DEVNULL
+        )
     except (OSError, subprocess.TimeoutExpired) as exc:
         return False, str(exc)
     return proc.returncode == 0, (proc.stdout + proc.stderr).strip()[-300:]
@@ -72,34 +98,56 @@ def _python_readable_by_others() -> bool:
 def cgroup_root() -> str | None:
     """A cgroup v2 hierarchy we can create groups in (pure v2, or the unified half of a hybrid)."""
     for base in ("/sys/fs/cgroup", "/sys/fs/cgroup/unified"):
-        if os.path.exists(os.path.join(base, "cgroup.procs")) and os.path.exists(
-                os.path.join(base, "cgroup.subtree_control")) and os.access(base, os.W_OK):
+        if (
+            os.path.exists(os.path.join(base, "cgroup.procs"))
+            and os.path.exists(os.path.join(base, "cgroup.subtree_control"))
+            and os.access(base, os.W_OK)
+        ):
             return base
     return None
 
 
 def _bwrap_probe(bwrap: str, setpriv: str | None, root: bool) -> tuple[bool, bool, str]:
     """(works as we will run it, works unprivileged, detail)."""
-    base = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--unshare-pid",
-            "--unshare-net", "--die-with-parent", "--new-session"]
+    base = [
+        bwrap,
+        "--ro-bind",
+        "/",
+        "/",
+        "--dev",
+        "/dev",
+        "--proc",
+        "/proc",
+        "--unshare-pid",
+        "--unshare-net",
+        "--die-with-parent",
+        "--new-session",
+    ]
     if root:
-        ok, detail = _run_ok(base + ["--", setpriv or "setpriv", "--reuid=65534", "--regid=65534",
-                                     "--clear-groups", "true"] if setpriv else base + ["true"])
+        ok, detail = _run_ok(
+            base + ["--", setpriv or "setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "true"]
+            if setpriv
+            else base + ["true"]
+        )
         return ok, False, detail
     ok, detail = _run_ok([bwrap, "--unshare-user", *base[1:], "true"])
     return ok, ok, detail
 
 
-_cached: IsolationInfo | None = None
+class IsolationUnavailable(ValueError):
+    """The isolation setting asks for a level this machine cannot provide."""
 
 
-def detect(refresh: bool = False) -> IsolationInfo:
-    """The strongest level this process can use (``STARK_ISOLATION`` may force a weaker one)."""
-    global _cached
-    if _cached is not None and not refresh:
-        return _cached
+_cached: dict[SandboxPolicy, IsolationInfo] = {}
+
+
+def detect(policy: SandboxPolicy | None = None, refresh: bool = False) -> IsolationInfo:
+    """The strongest level this process can use, or the weaker one ``policy`` forces."""
+    policy = policy or SandboxPolicy()
+    if policy in _cached and not refresh:
+        return _cached[policy]
     root = os.geteuid() == 0
-    bwrap = os.environ.get(BWRAP_ENV) or shutil.which("bwrap")
+    bwrap = policy.bwrap or shutil.which("bwrap")
     setpriv = shutil.which("setpriv")
     prlimit = shutil.which("prlimit")
     notes: list[str] = []
@@ -111,8 +159,10 @@ def detect(refresh: bool = False) -> IsolationInfo:
     elif root and not setpriv:
         notes.append("setpriv (util-linux) is missing, so candidates cannot run as a uid of their own")
     elif root:
-        notes.append("the Python environment is not readable by other users, so candidates cannot run as a "
-                     "uid of their own outside a sandbox")
+        notes.append(
+            "the Python environment is not readable by other users, so candidates cannot run as a "
+            "uid of their own outside a sandbox"
+        )
     if bwrap:
         works, userns, detail = _bwrap_probe(bwrap, setpriv, root)
         if works:
@@ -124,39 +174,56 @@ def detect(refresh: bool = False) -> IsolationInfo:
         notes.append("bubblewrap is not installed (Debian/Ubuntu: apt-get install bubblewrap)")
     level = possible[0]
     if level == "process" and not root:
-        notes.append("not root: candidates run as this user (enable unprivileged user namespaces, e.g. "
-                     "sysctl kernel.unprivileged_userns_clone=1, for the sandbox level)")
+        notes.append(
+            "not root: candidates run as this user (enable unprivileged user namespaces, e.g. "
+            "sysctl kernel.unprivileged_userns_clone=1, for the sandbox level)"
+        )
     if not prlimit:
         notes.append("prlimit (util-linux) is missing: no per-process limits on processes or file size")
-    forced = os.environ.get(FORCE_ENV, "").strip()
-    if forced:
-        if forced not in LEVELS:
-            raise ValueError(f"{FORCE_ENV}={forced!r}: choose one of {', '.join(LEVELS)}")
+    forced = policy.isolation
+    if forced != "auto":
         if forced not in possible:
-            raise ValueError(f"{FORCE_ENV}={forced} is not possible on this machine (possible: "
-                             f"{', '.join(possible)})")
+            raise IsolationUnavailable(
+                f"isolation {forced} is not possible on this machine (possible: "
+                f"{', '.join(possible)}); see stark-mcp doctor"
+            )
         if forced != level:
-            notes = [n for n in notes if "bubblewrap" not in n] + [f"forced to {forced} by {FORCE_ENV}"]
+            notes = [n for n in notes if "bubblewrap" not in n] + [
+                f"forced to {forced} by the isolation setting"
+            ]
             level = forced
     if level != "sandbox":
         bwrap = None
-    _cached = IsolationInfo(level=level, bwrap=bwrap, setpriv=setpriv if root else None, prlimit=prlimit,
-                            root=root, userns=userns, cgroup=cgroup, notes=notes, possible=tuple(possible))
-    return _cached
+    info = IsolationInfo(
+        level=level,
+        bwrap=bwrap,
+        setpriv=setpriv if root else None,
+        prlimit=prlimit,
+        root=root,
+        userns=userns,
+        cgroup=cgroup,
+        notes=notes,
+        possible=tuple(possible),
+        uid_base=policy.uid_base,
+    )
+    _cached[policy] = info
+    return info
 
 
 def doctor_lines(info: IsolationInfo) -> list[str]:
     """What ``stark-mcp doctor`` prints about isolation: the level, what it guarantees, how to raise it."""
     meaning = {
         "sandbox": "candidates run in bubblewrap: own PID/mount/network namespaces, read-only system, "
-                   "private scratch, no network",
+        "private scratch, no network",
         "uid": "candidates run as a uid of their own: they cannot write your files or signal your processes, "
-               "but they share the network and see the filesystem",
+        "but they share the network and see the filesystem",
         "process": "candidates run as you: they can read and write whatever you can; results and baselines "
-                   "are never reused from the caches at this level",
+        "are never reused from the caches at this level",
     }
     lines = [f"isolation: {info.level}", f"  {meaning[info.level]}"]
-    lines.append(f"  bubblewrap: {info.bwrap or 'not usable'}; root: {'yes' if info.root else 'no'}; "
-                 f"cgroup v2: {info.cgroup or 'not available'}")
+    lines.append(
+        f"  bubblewrap: {info.bwrap or 'not usable'}; root: {'yes' if info.root else 'no'}; "
+        f"cgroup v2: {info.cgroup or 'not available'}"
+    )
     lines += [f"  note: {n}" for n in info.notes]
     return lines

@@ -70,8 +70,13 @@ def encode_reference(obj: Any) -> Tree:
     """A reference output as a tree whose tensor leaves carry the tensors themselves."""
     if isinstance(obj, torch.Tensor):
         t = obj.detach()
-        return {"k": "tensor", "t": t, "dtype": str(t.dtype).removeprefix("torch."), "shape": list(t.shape),
-                "device": str(t.device)}
+        return {
+            "k": "tensor",
+            "t": t,
+            "dtype": str(t.dtype).removeprefix("torch."),
+            "shape": list(t.shape),
+            "device": str(t.device),
+        }
     if isinstance(obj, (tuple, list)):
         return {"k": "seq", "type": type(obj).__name__, "items": [encode_reference(x) for x in obj]}
     if obj is None or isinstance(obj, (bool, int, float)):
@@ -92,7 +97,9 @@ def validate_tree(node: Any, published: list[torch.Tensor | None]) -> Tree:
         kind = n["k"]
         if kind == "tensor":
             shape, dtype, device, leaf = n.get("shape"), n.get("dtype"), n.get("device"), n.get("leaf")
-            if not (isinstance(shape, list) and all(type(d) is int and d >= 0 for d in shape) and len(shape) <= 16):
+            if not (
+                isinstance(shape, list) and all(type(d) is int and d >= 0 for d in shape) and len(shape) <= 16
+            ):
                 raise ChannelError(f"bad tensor shape {shape!r}")
             if not isinstance(dtype, str) or not isinstance(getattr(torch, dtype, None), torch.dtype):
                 raise ChannelError(f"bad tensor dtype {dtype!r}")
@@ -100,8 +107,13 @@ def validate_tree(node: Any, published: list[torch.Tensor | None]) -> Tree:
                 raise ChannelError(f"bad tensor device {device!r}")
             if type(leaf) is not int or leaf < -1 or leaf >= len(published):
                 raise ChannelError(f"bad output leaf {leaf!r}")
-            return {"k": "tensor", "shape": shape, "dtype": dtype, "device": device,
-                    "t": published[leaf] if leaf >= 0 else None}
+            return {
+                "k": "tensor",
+                "shape": shape,
+                "dtype": dtype,
+                "device": device,
+                "t": published[leaf] if leaf >= 0 else None,
+            }
         if kind == "seq":
             items = n.get("items")
             if n.get("type") not in ("tuple", "list") or not isinstance(items, list):
@@ -139,15 +151,22 @@ def _describe(node: Tree) -> str:
 def _pair(cand: Tree, ref: Tree, path: str, out: list[tuple[str, Tree, Tree]]) -> None:
     rk, ck = ref.get("k"), cand.get("k")
     if ck == "subclass":
-        raise _Fail(REJECTED, "tensor_subclass",
-                    f"{path}: returned a torch.Tensor subclass ({cand['type']}); outputs must be plain tensors")
+        raise _Fail(
+            REJECTED,
+            "tensor_subclass",
+            f"{path}: returned a torch.Tensor subclass ({cand['type']}); outputs must be plain tensors",
+        )
     if ck == "other" and "subclass" in str(cand.get("type")):
-        raise _Fail(REJECTED, "output_type", f"{path}: returned {cand['type']}; outputs must be plain "
-                    "tensors, tuples and lists (no subclasses, no lazy objects)")
+        raise _Fail(
+            REJECTED,
+            "output_type",
+            f"{path}: returned {cand['type']}; outputs must be plain "
+            "tensors, tuples and lists (no subclasses, no lazy objects)",
+        )
     if rk == "seq":
         if ck != "seq" or len(cand["items"]) != len(ref["items"]) or cand["type"] != ref["type"]:
             raise _Fail(WRONG, "type", f"{path}: expected {_describe(ref)}, got {_describe(cand)}")
-        for i, (c, r) in enumerate(zip(cand["items"], ref["items"])):
+        for i, (c, r) in enumerate(zip(cand["items"], ref["items"], strict=True)):
             _pair(c, r, f"{path}[{i}]", out)
         return
     if rk != ck or (rk == "other" and cand.get("type") != ref.get("type")):
@@ -176,7 +195,7 @@ def _layout_checks(tensors: list[tuple[str, Tree, Tree]]) -> None:
 def _structure_checks(leaves: list[tuple[str, Tree, Tree]]) -> None:
     tensors = [(p, c, r) for p, c, r in leaves if r["k"] == "tensor"]
     _layout_checks(tensors)
-    for p, c, r in tensors:
+    for p, c, _r in tensors:
         if c.get("t") is None:
             raise ChannelError(f"{p}: the output matches the expected layout but was not published")
     for p, c, r in tensors:
@@ -184,7 +203,11 @@ def _structure_checks(leaves: list[tuple[str, Tree, Tree]]) -> None:
         if _is_numeric_float(ct):
             bad = ~torch.isfinite(ct) & torch.isfinite(rt)
             if bool(bad.any()):
-                raise _Fail(WRONG, "nonfinite", f"{p}: {int(bad.sum())} NaN/Inf value(s) where the reference is finite")
+                raise _Fail(
+                    WRONG,
+                    "nonfinite",
+                    f"{p}: {int(bad.sum())} NaN/Inf value(s) where the reference is finite",
+                )
 
 
 def _is_numeric_float(t: torch.Tensor) -> bool:
@@ -195,10 +218,51 @@ def _wide(t: torch.Tensor) -> torch.Tensor:
     return t.to(torch.complex128 if t.is_complex() else torch.float64)
 
 
+CHUNK = 1 << 24  # elements per step: comparisons hold float64 copies of one chunk, never of a whole output
+
+
 def rel_norm(x: torch.Tensor, ref: torch.Tensor) -> float:
-    """||x - ref|| / ||ref|| in float64 (a zero reference divides by a tiny constant)."""
-    xd, rd = _wide(x), _wide(ref)
-    return float(torch.linalg.vector_norm(xd - rd)) / max(float(torch.linalg.vector_norm(rd)), _TINY)
+    """||x - ref|| / ||ref|| in float64 (a zero reference divides by a tiny constant), in chunks."""
+    num = den = 0.0
+    xf, rf = x.reshape(-1), ref.reshape(-1)
+    for i in range(0, rf.numel(), CHUNK):
+        xd, rd = _wide(xf[i : i + CHUNK]), _wide(rf[i : i + CHUNK])
+        num += float(torch.linalg.vector_norm(xd - rd)) ** 2
+        den += float(torch.linalg.vector_norm(rd)) ** 2
+    return num**0.5 / max(den**0.5, _TINY)
+
+
+@dataclass
+class _Errors:
+    err: float  # ||c - base|| / ||base||
+    ref_err: float  # ||n - base|| / ||base||: the reference's own error
+    max_abs: float
+    scale: float
+    close_1e2: bool
+    close_1e4: bool
+
+
+def _errors(c: torch.Tensor, n: torch.Tensor, base: torch.Tensor, finite: torch.Tensor) -> _Errors:
+    """Every statistic of a leaf in one chunked pass over the elements where the reference is finite."""
+    cf, nf, bf, mf = c.reshape(-1), n.reshape(-1), base.reshape(-1), finite.reshape(-1)
+    num = ref_num = den = 0.0
+    max_abs = scale = 0.0
+    close2 = close4 = True
+    for i in range(0, bf.numel(), CHUNK):
+        m = mf[i : i + CHUNK]
+        cc, nn, bb = _wide(cf[i : i + CHUNK][m]), _wide(nf[i : i + CHUNK][m]), _wide(bf[i : i + CHUNK][m])
+        d = cc - bb
+        num += float(torch.linalg.vector_norm(d)) ** 2
+        ref_num += float(torch.linalg.vector_norm(nn - bb)) ** 2
+        den += float(torch.linalg.vector_norm(bb)) ** 2
+        if bb.numel():
+            max_abs = max(max_abs, float(d.abs().max()))
+            scale = max(scale, float(bb.abs().max()))
+        craw, nraw = cf[i : i + CHUNK], nf[i : i + CHUNK]
+        close2 = close2 and bool(torch.allclose(craw, nraw, rtol=1e-2, atol=1e-2))  # as KernelBench does
+        close4 = close4 and bool(torch.allclose(craw, nraw, rtol=1e-4, atol=1e-4))
+    norm = max(den**0.5, _TINY)
+    return _Errors(num**0.5 / norm, ref_num**0.5 / norm, max_abs, scale, close2, close4)
 
 
 @dataclass
@@ -225,7 +289,9 @@ def _value(path: str, cand: Tree, native: Tree, ref64: Tree | None, contract: Co
     if not _is_numeric_float(n):
         if not torch.equal(c, n):
             diff = int((c != n).sum())
-            raise _Fail(WRONG, "tolerance", f"{path}: {diff} of {n.numel()} elements differ from the exact reference")
+            raise _Fail(
+                WRONG, "tolerance", f"{path}: {diff} of {n.numel()} elements differ from the exact reference"
+            )
         return _LeafValue(path, 0.0, 0.0, 0.0, 0.0, True, True, True)
     r = ref64["t"] if ref64 is not None and ref64.get("k") == "tensor" else None
     if r is not None and (list(r.shape) != list(n.shape) or not _is_numeric_float(r)):
@@ -236,18 +302,15 @@ def _value(path: str, cand: Tree, native: Tree, ref64: Tree | None, contract: Co
         cs, ns = c[special], n[special]
         matched = (cs == ns) | (torch.isnan(cs) & torch.isnan(ns))
         if not bool(matched.all()):
-            raise _Fail(WRONG, "tolerance",
-                        f"{path}: {int((~matched).sum())} element(s) differ where the reference is NaN/Inf")
-    base = _wide(r if r is not None else n)[finite]
-    cf = _wide(c)[finite]
-    err = rel_norm(cf, base)
-    tau = max(contract.factor * rel_norm(n[finite], base), contract.floor) if r is not None else contract.fallback
-    max_abs = float((cf - base).abs().max()) if base.numel() else 0.0
-    scale = float(base.abs().max()) if base.numel() else 0.0
+            raise _Fail(
+                WRONG,
+                "tolerance",
+                f"{path}: {int((~matched).sum())} element(s) differ where the reference is NaN/Inf",
+            )
+    e = _errors(c, n, r if r is not None else n, finite)
+    tau = max(contract.factor * e.ref_err, contract.floor) if r is not None else contract.fallback
     return _LeafValue(
-        path, err, tau, max_abs, max_abs / max(scale, _TINY),
-        bool(torch.allclose(c, n, rtol=1e-2, atol=1e-2)), bool(torch.allclose(c, n, rtol=1e-4, atol=1e-4)),
-        r is not None,
+        path, e.err, tau, e.max_abs, e.max_abs / max(e.scale, _TINY), e.close_1e2, e.close_1e4, r is not None
     )
 
 
@@ -280,16 +343,21 @@ def check_trial(cand: Tree, native: Tree, ref64: Tree | None, contract: Contract
         return TrialCheck()
     worst = max(values, key=lambda v: v.err / v.tau if v.tau > 0 else (0.0 if v.err == 0 else float("inf")))
     check = TrialCheck(
-        rel_norm_error=worst.err, tolerance=worst.tau,
-        max_abs_error=max(v.max_abs for v in values), max_rel_error=max(v.max_rel for v in values),
-        allclose_1e2=all(v.close_1e2 for v in values), allclose_1e4=all(v.close_1e4 for v in values),
+        rel_norm_error=worst.err,
+        tolerance=worst.tau,
+        max_abs_error=max(v.max_abs for v in values),
+        max_rel_error=max(v.max_rel for v in values),
+        allclose_1e2=all(v.close_1e2 for v in values),
+        allclose_1e4=all(v.close_1e4 for v in values),
         used_fp64=all(v.used_fp64 for v in values),
     )
     if worst.err > worst.tau:
         basis = "float64 reference" if worst.used_fp64 else "reference (no float64 run)"
         check.status, check.reason = WRONG, "tolerance"
-        check.message = (f"{worst.path}: relative error {worst.err:.3g} vs the {basis} exceeds the "
-                         f"tolerance {worst.tau:.3g} (precision contract)")
+        check.message = (
+            f"{worst.path}: relative error {worst.err:.3g} vs the {basis} exceeds the "
+            f"tolerance {worst.tau:.3g} (precision contract)"
+        )
     return check
 
 
@@ -301,7 +369,9 @@ def summarize(checks: list[TrialCheck]) -> dict[str, Any]:
         vals = [getattr(c, attr) for c in measured]
         return max(vals) if vals else None
 
-    worst_trial = max(measured, key=lambda c: c.rel_norm_error / max(c.tolerance or _TINY, _TINY), default=None)
+    worst_trial = max(
+        measured, key=lambda c: c.rel_norm_error / max(c.tolerance or _TINY, _TINY), default=None
+    )
     return {
         "trials": len(checks),
         "trials_passed": sum(1 for c in checks if c.ok),

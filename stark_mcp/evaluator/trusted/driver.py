@@ -91,8 +91,14 @@ class Made:
 class Driver:
     """Calls on one runner. ``regions()`` gives the (region, fd) pairs handed to it at setup."""
 
-    def __init__(self, problem: LoadedProblem, runner: RunnerHandle, tools: DeviceTools, slots: int,
-                 bracket_after_inputs: bool = False) -> None:
+    def __init__(
+        self,
+        problem: LoadedProblem,
+        runner: RunnerHandle,
+        tools: DeviceTools,
+        slots: int,
+        bracket_after_inputs: bool = False,
+    ) -> None:
         self.problem, self.runner, self.tools, self.slots = problem, runner, tools, slots
         self.bracket_after_inputs = bracket_after_inputs
         self.input_leaves, in_bytes = problem.input_layout(slots)
@@ -100,14 +106,19 @@ class Driver:
         self.inputs, self.inputs_fd = Region.create(in_bytes, problem.device)
         self.outputs, self.outputs_fd = Region.create(out_bytes, problem.device)
         self.next_slot = 0
+        self.input_seconds = 0.0  # generating fresh inputs for this runner's calls
 
     def regions(self) -> dict[str, tuple[Region, int]]:
         return {"inputs": (self.inputs, self.inputs_fd), "outputs": (self.outputs, self.outputs_fd)}
 
     def shapes_setup(self) -> list[dict[str, Any]]:
-        return [{"inputs": {"tree": spec.tree, "slots": self.input_leaves[i]},
-                 "outputs": {"leaves": self.output_leaves[i]}}
-                for i, spec in enumerate(self.problem.shapes)]
+        return [
+            {
+                "inputs": {"tree": spec.tree, "slots": self.input_leaves[i]},
+                "outputs": {"leaves": self.output_leaves[i]},
+            }
+            for i, spec in enumerate(self.problem.shapes)
+        ]
 
     def slot_views(self, shape: int, slot: int) -> list[torch.Tensor]:
         return [self.inputs.view(leaf) for leaf in self.input_leaves[shape][slot]]
@@ -117,12 +128,14 @@ class Driver:
 
     def call(self, shape: int, timeout: float) -> Made:
         """One call on fresh inputs; RunnerDied, RunnerTimeout and ControlError propagate."""
+        started = time.monotonic()
         call = self.problem.new_call(shape)
+        self.input_seconds += time.monotonic() - started
         slot = self.next_slot
         self.next_slot = (self.next_slot + 1) % self.slots
 
         def before() -> None:
-            for view, tensor in zip(self.slot_views(shape, slot), call.tensors):
+            for view, tensor in zip(self.slot_views(shape, slot), call.tensors, strict=True):
                 view.copy_(tensor)
             self.tools.flush()
             self.tools.sync()
@@ -137,7 +150,7 @@ class Driver:
         slot = self.next_slot
 
         def before() -> None:
-            for view, tensor in zip(self.slot_views(shape, slot), call.tensors):
+            for view, tensor in zip(self.slot_views(shape, slot), call.tensors, strict=True):
                 view.copy_(tensor)
             self.tools.sync()
 
@@ -157,9 +170,14 @@ class Driver:
     def mutated_inputs(self, made: Made) -> list[int]:
         """Input tensor leaves the runner changed (compared with the pristine private copy)."""
         changed = []
-        for i, (view, pristine) in enumerate(zip(self.slot_views(made.call.shape, made.slot), made.call.tensors)):
-            same = view.eq(pristine) | (view.isnan() & pristine.isnan()) if view.is_floating_point() \
+        for i, (view, pristine) in enumerate(
+            zip(self.slot_views(made.call.shape, made.slot), made.call.tensors, strict=True)
+        ):
+            same = (
+                view.eq(pristine) | (view.isnan() & pristine.isnan())
+                if view.is_floating_point()
                 else view.eq(pristine)
+            )
             if not bool(same.all()):
                 changed.append(i)
         return changed

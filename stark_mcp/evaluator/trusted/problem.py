@@ -107,6 +107,8 @@ class LoadedProblem:
         self.fp64_note = ""
         self.init: dict[str, Any] = {}
         self.shapes: list[ShapeSpec] = []
+        self.planned_input_bytes = 0
+        self.on_sizes: Any = None  # called once the inputs' size is known, before they exist
 
     # -- loading -------------------------------------------------------------------------------------
     def load(self) -> None:
@@ -122,6 +124,9 @@ class LoadedProblem:
             self._build_model()
             step = "SHAPES"
             shapes = self._declared_shapes()
+            self.planned_input_bytes = max(self._planned_bytes(kwargs) for kwargs in shapes)
+            if self.on_sizes is not None:
+                self.on_sizes(self)  # refuse before anything large is allocated
             for kwargs in shapes:
                 step = f"get_inputs({_label(kwargs) if kwargs else ''})"
                 self.shapes.append(self._shape(kwargs, step))
@@ -133,14 +138,19 @@ class LoadedProblem:
     def _build_model(self) -> None:
         seed_all(fresh_seed())
         args = list(self.module.get_init_inputs())
-        rng = {"torch": torch.get_rng_state(), "python": list(random.getstate()),
-               "cuda": torch.cuda.get_rng_state() if self.device.startswith("cuda") else None}
+        rng = {
+            "torch": torch.get_rng_state(),
+            "python": list(random.getstate()),
+            "cuda": torch.cuda.get_rng_state() if self.device.startswith("cuda") else None,
+        }
         rng["python"][1] = list(rng["python"][1])
         self.init = {"args": args, "rng": rng}
         model = self.module.Model(*args)
         self.model = model.to(self.device) if isinstance(model, torch.nn.Module) else model
         try:
-            self.model64 = copy.deepcopy(self.model).double() if isinstance(self.model, torch.nn.Module) else None
+            self.model64 = (
+                copy.deepcopy(self.model).double() if isinstance(self.model, torch.nn.Module) else None
+            )
             if self.model64 is None:
                 self.fp64_note = "the model is not an nn.Module"
         except BaseException as exc:  # noqa: BLE001
@@ -150,9 +160,24 @@ class LoadedProblem:
         shapes = getattr(self.module, "SHAPES", None)
         if shapes is None:
             return [{}]
-        if not isinstance(shapes, (list, tuple)) or not shapes or not all(isinstance(s, dict) for s in shapes):
+        if (
+            not isinstance(shapes, (list, tuple))
+            or not shapes
+            or not all(isinstance(s, dict) for s in shapes)
+        ):
             raise ProblemFailure("SHAPES", "SHAPES must be a non-empty list of dicts of keyword arguments")
         return [dict(s) for s in shapes]
+
+    def _planned_bytes(self, kwargs: dict[str, Any]) -> int:
+        """The inputs' size without allocating them (factories on the meta device); 0 if unknown."""
+        try:
+            seed_all(fresh_seed())
+            with torch.device("meta"):
+                raw = self.module.get_inputs(**kwargs)
+            _tree, tensors, _args = _input_tree(list(raw))
+        except Exception:  # noqa: BLE001 - get_inputs that cannot run on meta is sized after generation
+            return 0
+        return sum(t.numel() * t.element_size() for t in tensors)
 
     def _generate(self, kwargs: dict[str, Any], seed: int) -> list[Any]:
         seed_all(seed)
@@ -167,8 +192,9 @@ class LoadedProblem:
         first = self._generate(kwargs, fresh_seed())
         second = self._generate(kwargs, fresh_seed())
         tree, tensors, args = _input_tree(first)
-        if _input_tree(second)[0] != tree or [(list(t.shape), t.dtype) for t in _tensors(second)] != \
-                [(list(t.shape), t.dtype) for t in tensors]:
+        if _input_tree(second)[0] != tree or [(list(t.shape), t.dtype) for t in _tensors(second)] != [
+            (list(t.shape), t.dtype) for t in tensors
+        ]:
             raise ProblemFailure(step, "get_inputs() returns differently shaped inputs for different seeds")
         with torch.no_grad():
             out = self.model(*first)
@@ -178,10 +204,16 @@ class LoadedProblem:
         tensor_specs = [(list(t.shape), t.dtype) for t in tensors]
         output_specs = [(list(t.shape), t.dtype) for t in out_tensors]
         return ShapeSpec(
-            label=_label(kwargs), kwargs=kwargs, tree=tree, tensors=tensor_specs, arg_count=len(args),
-            output_tree=out_tree, outputs=output_specs,
+            label=_label(kwargs),
+            kwargs=kwargs,
+            tree=tree,
+            tensors=tensor_specs,
+            arg_count=len(args),
+            output_tree=out_tree,
+            outputs=output_specs,
             input_bytes=sum(nbytes_of(s, d) for s, d in tensor_specs),
-            output_bytes=sum(nbytes_of(s, d) for s, d in output_specs))
+            output_bytes=sum(nbytes_of(s, d) for s, d in output_specs),
+        )
 
     # -- calls ---------------------------------------------------------------------------------------
     def new_call(self, shape: int) -> Call:
@@ -194,7 +226,9 @@ class LoadedProblem:
             raise ProblemFailure(where, _describe(exc), traceback.format_exc()) from None
         tree, tensors, args = _input_tree(inputs)
         if tree != spec.tree:
-            raise ProblemFailure(f"get_inputs({spec.label})", "get_inputs() changed its structure between calls")
+            raise ProblemFailure(
+                f"get_inputs({spec.label})", "get_inputs() changed its structure between calls"
+            )
         return Call(shape, tensors, args, inputs)
 
     def reference(self, call: Call) -> tuple[Any, Any | None, str]:
@@ -255,13 +289,18 @@ def _input_tree(inputs: list[Any]) -> tuple[dict[str, Any], list[torch.Tensor], 
             tensors.append(node.detach().contiguous())
             return {"k": "tensor", "leaf": len(tensors) - 1}
         if isinstance(node, (list, tuple)):
-            return {"k": "seq", "type": "tuple" if isinstance(node, tuple) else "list",
-                    "items": [walk(x) for x in node]}
+            return {
+                "k": "seq",
+                "type": "tuple" if isinstance(node, tuple) else "list",
+                "items": [walk(x) for x in node],
+            }
         if node is None or isinstance(node, (bool, int, float, str)):
             args.append(node)
             return {"k": "arg", "i": len(args) - 1}
-        raise TypeError(f"get_inputs() returned a {type(node).__name__}; inputs must be tensors, numbers, "
-                        "strings, None, or lists/tuples of them")
+        raise TypeError(
+            f"get_inputs() returned a {type(node).__name__}; inputs must be tensors, numbers, "
+            "strings, None, or lists/tuples of them"
+        )
 
     return {"k": "seq", "type": "list", "items": [walk(x) for x in inputs]}, tensors, args
 
@@ -272,8 +311,12 @@ def _output_tree(out: Any) -> tuple[dict[str, Any], list[torch.Tensor]]:
     def walk(node: Any) -> dict[str, Any]:
         if isinstance(node, torch.Tensor):
             tensors.append(node)
-            return {"k": "tensor", "dtype": dtype_name(node.dtype), "shape": list(node.shape),
-                    "device": str(node.device)}
+            return {
+                "k": "tensor",
+                "dtype": dtype_name(node.dtype),
+                "shape": list(node.shape),
+                "device": str(node.device),
+            }
         if isinstance(node, (list, tuple)):
             return {"k": "seq", "type": type(node).__name__, "items": [walk(x) for x in node]}
         if node is None or isinstance(node, (bool, int, float)):

@@ -18,7 +18,6 @@ scratch, which ncu needs to be writable.
 from __future__ import annotations
 
 import os
-import shutil
 import stat
 import time
 from collections.abc import Callable
@@ -33,7 +32,6 @@ from stark_mcp.evaluator.trusted.runners import RunnerDied, RunnerTimeout
 from stark_mcp.evaluator.trusted.session import candidate_setup, load_budget, reported_kernels
 
 NVTX_RANGE = "stark_profile"
-TOOL_ENV = {"ncu": "STARK_NCU", "compute-sanitizer": "STARK_COMPUTE_SANITIZER"}
 LOG_LIMIT = 4 << 20  # bytes of a tool's report read back
 EXIT_WAIT_S = 60.0  # after the runner left, the tool writes its report and exits
 OUT_INSIDE = "/tmp/out"
@@ -50,34 +48,44 @@ class Tool:
     env: dict[str, str] = field(default_factory=dict)
 
 
-def find_tool(name: str) -> str | None:
-    """``ncu`` or ``compute-sanitizer``: the path in ``STARK_NCU``/``STARK_COMPUTE_SANITIZER`` (``off``
-    disables it), else on PATH, else under CUDA_HOME or /usr/local/cuda."""
-    forced = os.environ.get(TOOL_ENV[name], "").strip()
-    if forced:
-        if forced.lower() in ("off", "none", "0", "false"):
-            return None
-        return forced if os.access(forced, os.X_OK) else None
-    found = shutil.which(name)
-    if found:
-        return found
-    for root in (os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda"):
-        if root and os.access(os.path.join(root, "bin", name), os.X_OK):
-            return os.path.join(root, "bin", name)
-    return None
-
-
 def ncu_command(ncu: str, log_file: str, launch_count: int) -> list[str]:
     """Counters for the kernels inside our NVTX range only, at the clocks the GPU runs at."""
-    return [ncu, "--csv", "--page", "raw", "--print-units", "base", "--metrics", ",".join(METRICS),
-            "--clock-control", "none", "--target-processes", "all", "--nvtx",
-            "--nvtx-include", f"{NVTX_RANGE}/", "--launch-count", str(launch_count), "--log-file", log_file]
+    return [
+        ncu,
+        "--csv",
+        "--page",
+        "raw",
+        "--print-units",
+        "base",
+        "--metrics",
+        ",".join(METRICS),
+        "--clock-control",
+        "none",
+        "--target-processes",
+        "all",
+        "--nvtx",
+        "--nvtx-include",
+        f"{NVTX_RANGE}/",
+        "--launch-count",
+        str(launch_count),
+        "--log-file",
+        log_file,
+    ]
 
 
 def sanitizer_command(tool: str, log_file: str) -> list[str]:
     """memcheck, stopping its report after the first error."""
-    return [tool, "--tool", "memcheck", "--print-limit", "1", "--target-processes", "all",
-            "--log-file", log_file]
+    return [
+        tool,
+        "--tool",
+        "memcheck",
+        "--print-limit",
+        "1",
+        "--target-processes",
+        "all",
+        "--log-file",
+        log_file,
+    ]
 
 
 def read_report(path: str, limit: int = LOG_LIMIT) -> str:
@@ -119,9 +127,16 @@ class Outcome:
     meta: dict[str, Any] | None = None  # the last call's answer (a torch profile)
 
 
-def wrapped_run(worker: Any, state: Any, cmd: dict[str, Any], settings: dict[str, Any], tool: Tool | None,
-                calls: Callable[[Driver, float], dict[str, Any] | None], budget_s: float,
-                profiling: dict[str, Any] | None = None) -> Outcome:
+def wrapped_run(
+    worker: Any,
+    state: Any,
+    cmd: dict[str, Any],
+    settings: dict[str, Any],
+    tool: Tool | None,
+    calls: Callable[[Driver, float], dict[str, Any] | None],
+    budget_s: float,
+    profiling: dict[str, Any] | None = None,
+) -> Outcome:
     """Start the candidate's (or the reference's) runner under ``tool``, set it up, make ``calls``,
     ask it to exit and wait for the tool to finish; the report is read whatever happened."""
     deadline = time.monotonic() + budget_s
@@ -132,8 +147,12 @@ def wrapped_run(worker: Any, state: Any, cmd: dict[str, Any], settings: dict[str
         problem = state.problem
         driver = Driver(problem, spare.runner, worker.tools, worker.slots(problem))
         if cmd.get("reference"):
-            setup = {**candidate_setup(problem, driver, job, settings, profiling), "mode": "reference",
-                     "module_path": f"{job['job']}/problem.py", "poison": False}
+            setup = {
+                **candidate_setup(problem, driver, job, settings, profiling),
+                "mode": "reference",
+                "module_path": f"{job['job']}/problem.py",
+                "poison": False,
+            }
         else:
             setup = candidate_setup(problem, driver, job, settings, profiling)
         left = min(deadline - time.monotonic(), load_budget(settings, job) + 60.0)
@@ -173,9 +192,9 @@ def profile(worker: Any, state: Any, cmd: dict[str, Any], settings: dict[str, An
     started = time.monotonic()
     budget = tool_budget(settings, cmd, "profile_timeout_s")
     answer: dict[str, Any] = {"kind": "profile", "shape": state.problem.shapes[0].label}
-    ncu = find_tool("ncu")
+    ncu = worker.outside.find("ncu")
     if ncu is None:
-        reason = "Nsight Compute (ncu) is not installed on this machine"
+        reason = worker.outside.missing("ncu")
     else:
         launch_count = int(settings.get("profile_max_kernels", 40))
         tool = Tool("ncu", lambda out: ncu_command(ncu, f"{out}/ncu.csv", launch_count), "ncu.csv")
@@ -185,17 +204,23 @@ def profile(worker: Any, state: Any, cmd: dict[str, Any], settings: dict[str, An
             driver.call(0, max(1.0, deadline - time.monotonic()))
             driver.profile(0, max(1.0, deadline - time.monotonic()))
 
-        outcome = wrapped_run(worker, state, cmd, settings, tool, warm_and_profile, budget,
-                              {"nvtx": NVTX_RANGE})
+        outcome = wrapped_run(
+            worker, state, cmd, settings, tool, warm_and_profile, budget, {"nvtx": NVTX_RANGE}
+        )
         try:
             parse_ncu_raw(outcome.report)
-            answer.update(source="ncu", report=outcome.report, reason=outcome.note,
-                          seconds=round(time.monotonic() - started, 3))
+            answer.update(
+                source="ncu",
+                report=outcome.report,
+                reason=outcome.note,
+                seconds=round(time.monotonic() - started, 3),
+            )
             return answer
         except ProfileParseError as exc:
             reason = f"ncu gave no counters: {exc}" + (f" ({outcome.note})" if outcome.note else "")
     answer["reason"] = reason[:2000]
     if cmd.get("fallback", True):
+
         def torch_profile(driver: Driver, deadline: float) -> dict[str, Any] | None:
             driver.call(0, max(1.0, deadline - time.monotonic()))
             got = driver.profile(0, max(1.0, deadline - time.monotonic()), meta=True)
@@ -215,14 +240,22 @@ def profile(worker: Any, state: Any, cmd: dict[str, Any], settings: dict[str, An
 def sanitize(worker: Any, state: Any, cmd: dict[str, Any], settings: dict[str, Any]) -> dict[str, Any]:
     """compute-sanitizer's report on a candidate that failed with a memory error."""
     started = time.monotonic()
-    tool_path = find_tool("compute-sanitizer")
+    tool_path = worker.outside.find("compute-sanitizer")
     if tool_path is None:
-        return {"kind": "sanitized", "report": "", "seconds": 0.0,
-                "reason": "compute-sanitizer is not installed on this machine"}
+        return {
+            "kind": "sanitized",
+            "report": "",
+            "seconds": 0.0,
+            "reason": worker.outside.missing("compute-sanitizer"),
+        }
     # Without the caching allocator every tensor is its own allocation, so an access past the end of
     # one is out of bounds for memcheck rather than inside torch's pool.
-    tool = Tool("compute-sanitizer", lambda out: sanitizer_command(tool_path, f"{out}/sanitizer.log"),
-                "sanitizer.log", env={"PYTORCH_NO_CUDA_MEMORY_CACHING": "1"})
+    tool = Tool(
+        "compute-sanitizer",
+        lambda out: sanitizer_command(tool_path, f"{out}/sanitizer.log"),
+        "sanitizer.log",
+        env={"PYTORCH_NO_CUDA_MEMORY_CACHING": "1"},
+    )
     trials = max(1, int(settings.get("trials", 5)))
 
     def until_failure(driver: Driver, deadline: float) -> None:
@@ -232,7 +265,12 @@ def sanitize(worker: Any, state: Any, cmd: dict[str, Any], settings: dict[str, A
                 if made.outcome.meta.get("ok") is not True:
                     return
 
-    outcome = wrapped_run(worker, state, cmd, settings, tool, until_failure,
-                          tool_budget(settings, cmd, "sanitize_timeout_s"))
-    return {"kind": "sanitized", "report": outcome.report[: 256 << 10], "reason": outcome.note,
-            "seconds": round(time.monotonic() - started, 3)}
+    outcome = wrapped_run(
+        worker, state, cmd, settings, tool, until_failure, tool_budget(settings, cmd, "sanitize_timeout_s")
+    )
+    return {
+        "kind": "sanitized",
+        "report": outcome.report[: 256 << 10],
+        "reason": outcome.note,
+        "seconds": round(time.monotonic() - started, 3),
+    }

@@ -22,9 +22,9 @@ import sys
 import threading
 import time
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import torch
 
@@ -89,11 +89,14 @@ class LogTail:
             total = self.total
         if total <= len(head) + len(tail) and len(head) + len(tail) <= limit:
             return (head + tail).decode("utf-8", "replace")
-        keep_tail = tail[-(limit * 2 // 3):] if tail else b""
+        keep_tail = tail[-(limit * 2 // 3) :] if tail else b""
         keep_head = head[: limit - len(keep_tail)]
         skipped = total - len(keep_head) - len(keep_tail)
-        return (keep_head.decode("utf-8", "replace") + f"\n[... {skipped} bytes of output skipped ...]\n"
-                + keep_tail.decode("utf-8", "replace"))
+        return (
+            keep_head.decode("utf-8", "replace")
+            + f"\n[... {skipped} bytes of output skipped ...]\n"
+            + keep_tail.decode("utf-8", "replace")
+        )
 
 
 @dataclass
@@ -122,8 +125,13 @@ class RunnerHandle:
         self._cpu_mark: int | None = None  # jail CPU time when the previous call ended
 
     # -- start ---------------------------------------------------------------------------------------
-    def start(self, spec: JailSpec, info: IsolationInfo, connect: tuple[str, str] | None = None,
-              prefix: Sequence[str] = ()) -> None:
+    def start(
+        self,
+        spec: JailSpec,
+        info: IsolationInfo,
+        connect: tuple[str, str] | None = None,
+        prefix: Sequence[str] = (),
+    ) -> None:
         """Start the jail now; the runner imports torch and waits for its setup (a spare until then).
 
         ``prefix`` wraps the runner's command (a profiler or a sanitizer). Such a launcher may not
@@ -193,7 +201,9 @@ class RunnerHandle:
             self._listener.close()
             self._listener = None
 
-    def setup(self, setup: dict[str, Any], regions: dict[str, tuple[Region, int]], timeout: float) -> dict[str, Any]:
+    def setup(
+        self, setup: dict[str, Any], regions: dict[str, tuple[Region, int]], timeout: float
+    ) -> dict[str, Any]:
         """Hand over the shared regions (their fds travel over the socket) and the setup frame; return the
         runner's answer (``ready`` or ``error``)."""
         names = sorted(regions)
@@ -210,7 +220,9 @@ class RunnerHandle:
             raise RunnerDied(self.death()) from None
         while True:
             try:
-                frame = frames.recv(self._sock.fileno(), timeout=min(1.0, max(0.01, deadline - time.monotonic())))
+                frame = frames.recv(
+                    self._sock.fileno(), timeout=min(1.0, max(0.01, deadline - time.monotonic()))
+                )
             except OSError:  # the runner died and reset its end of the socket
                 raise RunnerDied(self.death()) from None
             except frames.FrameTimeout:
@@ -224,8 +236,15 @@ class RunnerHandle:
             return frame
 
     # -- calls ---------------------------------------------------------------------------------------
-    def call(self, shape: int, slot: int, args: list[Any], before: Callable[[], None], timeout: float,
-             bracket_after_inputs: bool = False) -> CallOutcome:
+    def call(
+        self,
+        shape: int,
+        slot: int,
+        args: list[Any],
+        before: Callable[[], None],
+        timeout: float,
+        bracket_after_inputs: bool = False,
+    ) -> CallOutcome:
         assert self.side is not None and self.jail is not None
         self.seq += 1
         t0 = time.perf_counter_ns()
@@ -242,8 +261,14 @@ class RunnerHandle:
         self.side.go(self.seq, shape, slot, args)
         control.ring(self.go_bell)
         try:
-            control.wait_for(self.side.done_seq, self.seq, self.done_bell, spin_s=self.spin_s, timeout=timeout,
-                             alive=self.alive)
+            control.wait_for(
+                self.side.done_seq,
+                self.seq,
+                self.done_bell,
+                spin_s=self.spin_s,
+                timeout=timeout,
+                alive=self.alive,
+            )
         except control.PeerGone:
             raise RunnerDied(self.death()) from None
         except control.WaitTimeout:
@@ -280,8 +305,9 @@ class RunnerHandle:
             except ValueError:
                 name = f"signal {sig}"
             if sig == signal.SIGKILL and not self.jail.killed_by_us:
-                return ("killed by SIGKILL from outside the evaluator (usually the kernel's out-of-memory "
-                        "killer)")
+                return (
+                    "killed by SIGKILL from outside the evaluator (usually the kernel's out-of-memory killer)"
+                )
             if sig == signal.SIGXFSZ:
                 return "killed by SIGXFSZ: it wrote a file past the sandbox's file size limit"
             return f"killed by {name}"

@@ -19,8 +19,9 @@ import math
 import random
 import secrets
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import torch
 
@@ -56,24 +57,38 @@ class Budget:
     def left(self) -> float:
         left = self.seconds - (time.monotonic() - self.started)
         if left <= 0:
-            raise Stop("timeout", self.phase, f"the {self.phase} phase ran past its {self.seconds:g} s budget; "
-                       "the candidate's processes were killed")
+            raise Stop(
+                "timeout",
+                self.phase,
+                f"the {self.phase} phase ran past its {self.seconds:g} s budget; "
+                "the candidate's processes were killed",
+            )
         return left
 
 
 class Session:
-    def __init__(self, problem: LoadedProblem, baseline: Driver, tools: DeviceTools, settings: dict[str, Any],
-                 emit: Callable[[str], None]) -> None:
+    def __init__(
+        self,
+        problem: LoadedProblem,
+        baseline: Driver,
+        tools: DeviceTools,
+        settings: dict[str, Any],
+        emit: Callable[[str], None],
+    ) -> None:
         self.problem, self.baseline, self.tools, self.s, self.emit = problem, baseline, tools, settings, emit
-        self.contract = compare.Contract(settings["tolerance_factor"], settings["tolerance_floor"],
-                                         settings["fallback_tolerance"])
+        self.contract = compare.Contract(
+            settings["tolerance_factor"], settings["tolerance_floor"], settings["fallback_tolerance"]
+        )
         self.checks: list[compare.TrialCheck] = []
         self.findings: list[str] = []
         self.flags: list[str] = []
         self.phase_seconds: dict[str, float] = {}
+        self.parts: dict[str, float] = {}  # inputs, reference, compare: seconds inside other phases
         self.calls = self.checked = self.timed = self.timed_checked = 0
         self.driver: Driver | None = None
-        self.kernels: list[list[Any]] | None = None  # reported by the candidate's own profiler: information only
+        self.kernels: list[list[Any]] | None = (
+            None  # reported by the candidate's own profiler: information only
+        )
         self.launches: list[dict[str, Any]] | None = None  # the same, per launch with its shape
         self.rng = random.Random(secrets.randbits(64))
 
@@ -85,8 +100,12 @@ class Session:
             self._load(runner, job)
             self._phase("correctness", self._correctness)
             shapes = self._phase("timing", self._timing)
-            result = {"status": "passed", "reason": None, "message": "correct on every checked call",
-                      "shapes": shapes}
+            result = {
+                "status": "passed",
+                "reason": None,
+                "message": "correct on every checked call",
+                "shapes": shapes,
+            }
         except Stop as stop:
             result = {"status": stop.status, "reason": stop.reason, "message": stop.message}
         finally:
@@ -99,51 +118,90 @@ class Session:
             self.phase_seconds["teardown"] = round(time.monotonic() - started, 3)
         if log and result.get("status") != "passed":
             result["logs"] = {"candidate": log}
-        result.update(kernels=self.kernels, launches=self.launches,
-                      correctness=compare.summarize(self.checks) if self.checks else None,
-                      findings=self.findings, flags=self.flags, phase_seconds=self.phase_seconds,
-                      counts={"calls": self.calls, "checked_calls": self.checked, "timed_calls": self.timed,
-                              "timed_checked": self.timed_checked})
+        result.update(
+            kernels=self.kernels,
+            launches=self.launches,
+            correctness=compare.summarize(self.checks) if self.checks else None,
+            findings=self.findings,
+            flags=self.flags,
+            phase_seconds=self.phase_seconds,
+            counts={
+                "calls": self.calls,
+                "checked_calls": self.checked,
+                "timed_calls": self.timed,
+                "timed_checked": self.timed_checked,
+            },
+        )
         return result
 
     def _phase(self, name: str, fn: Callable[[], Any]) -> Any:
+        """Run a phase; the time its calls spent generating inputs, in the reference and comparing is
+        reported under those names instead, so the phases still add up to the wall time."""
         self.emit(name)
+        started = time.monotonic()
+        before = sum(self.parts.values())
+        inputs_before = self._input_seconds()
+        try:
+            return fn()
+        finally:
+            self.parts["inputs"] = self.parts.get("inputs", 0.0) + self._input_seconds() - inputs_before
+            inner = sum(self.parts.values()) - before
+            self.phase_seconds[name] = round(time.monotonic() - started - inner, 3)
+            for part, seconds in self.parts.items():
+                self.phase_seconds[part] = round(seconds, 3)
+
+    def _input_seconds(self) -> float:
+        return self.baseline.input_seconds + (self.driver.input_seconds if self.driver is not None else 0.0)
+
+    def _timed(self, part: str, fn: Callable[[], Any]) -> Any:
         started = time.monotonic()
         try:
             return fn()
         finally:
-            self.phase_seconds[name] = round(time.monotonic() - started, 3)
+            self.parts[part] = self.parts.get(part, 0.0) + time.monotonic() - started
 
     # -- load ----------------------------------------------------------------------------------------
     def _load(self, runner: RunnerHandle, job: dict[str, Any]) -> None:
         self.emit("load")
         started = time.monotonic()
         self.tools.calibrate()  # the idle probe, measured now: clocks and load as they are for this run
-        self.driver = Driver(self.problem, runner, self.tools, int(job["slots"]),
-                             bool(self.s["bracket_after_inputs"]))
+        self.driver = Driver(
+            self.problem, runner, self.tools, int(job["slots"]), bool(self.s["bracket_after_inputs"])
+        )
         setup = candidate_setup(self.problem, self.driver, job, self.s)
         budget = load_budget(self.s, job)
         try:
             frame = runner.setup(setup, self.driver.regions(), budget)
         except RunnerTimeout:
-            raise Stop("timeout", "load", f"the load phase ran past its {budget:g} s budget; the candidate's "
-                       "processes were killed") from None
+            raise Stop(
+                "timeout",
+                "load",
+                f"the load phase ran past its {budget:g} s budget; the candidate's processes were killed",
+            ) from None
         except RunnerDied as died:
-            raise Stop("runtime_error", "signal" if "killed" in died.how else "no_result",
-                       f"the candidate process {died.how} while loading") from None
+            raise Stop(
+                "runtime_error",
+                "signal" if "killed" in died.how else "no_result",
+                f"the candidate process {died.how} while loading",
+            ) from None
         except frames.FrameError as exc:
-            raise Stop("runtime_error", "channel", f"invalid setup answer from the candidate: {exc}") from None
+            raise Stop(
+                "runtime_error", "channel", f"invalid setup answer from the candidate: {exc}"
+            ) from None
         finally:
             self.phase_seconds["load"] = round(time.monotonic() - started, 3)
         if frame.get("kind") == "ready":
             changed = frame.get("flags_changed")
             if isinstance(changed, list) and changed:
-                self.findings.append("global torch flags changed at import: "
-                                     + "; ".join(str(c)[:120] for c in changed[:8]))
+                self.findings.append(
+                    "global torch flags changed at import: " + "; ".join(str(c)[:120] for c in changed[:8])
+                )
             return
         status, reason = frame.get("status"), frame.get("reason")
         if frame.get("kind") != "error" or status not in CANDIDATE_STATUSES or not isinstance(reason, str):
-            raise Stop("runtime_error", "channel", f"invalid setup answer from the candidate: {str(frame)[:300]}")
+            raise Stop(
+                "runtime_error", "channel", f"invalid setup answer from the candidate: {str(frame)[:300]}"
+            )
         raise Stop(str(status), reason[:40], str(frame.get("message", ""))[:4000])
 
     # -- one call ------------------------------------------------------------------------------------
@@ -151,11 +209,18 @@ class Session:
         try:
             return driver.call(shape, budget.left())
         except RunnerTimeout:
-            raise Stop("timeout", budget.phase, f"the {budget.phase} phase ran past its {budget.seconds:g} s "
-                       "budget; the candidate's processes were killed") from None
+            raise Stop(
+                "timeout",
+                budget.phase,
+                f"the {budget.phase} phase ran past its {budget.seconds:g} s "
+                "budget; the candidate's processes were killed",
+            ) from None
         except RunnerDied as died:
-            raise Stop("runtime_error", "signal" if "killed" in died.how else "no_result",
-                       f"the candidate process {died.how} during the {budget.phase} phase") from None
+            raise Stop(
+                "runtime_error",
+                "signal" if "killed" in died.how else "no_result",
+                f"the candidate process {died.how} during the {budget.phase} phase",
+            ) from None
         except ControlError as exc:
             raise Stop("runtime_error", "channel", f"invalid DONE from the candidate: {exc}") from None
         except ProblemFailure:
@@ -172,12 +237,18 @@ class Session:
                 raise Stop("runtime_error", "channel", f"invalid DONE from the candidate: {str(meta)[:300]}")
             raise Stop(str(status), str(reason), str(meta.get("message", ""))[:2000])
         spec = self.problem.shapes[made.call.shape]
-        published = self.driver.snapshot(made.call.shape) if checked else [None] * len(spec.outputs)
+        published = (
+            self._timed("compare", lambda: self.driver.snapshot(made.call.shape))
+            if checked
+            else [None] * len(spec.outputs)
+        )
         try:
             cand = compare.validate_tree(meta.get("out"), published)
         except compare.ChannelError as exc:
             raise Stop("runtime_error", "channel", f"invalid output description: {exc}") from None
-        where = f"{phase} call {self.calls}" + (f" on shape {spec.label}" if len(self.problem.shapes) > 1 else "")
+        where = f"{phase} call {self.calls}" + (
+            f" on shape {spec.label}" if len(self.problem.shapes) > 1 else ""
+        )
         if not checked:
             bad = compare.check_structure(cand, spec.output_tree)
             if bad is not None:
@@ -186,13 +257,22 @@ class Session:
         self.checked += 1
         mutated = self.driver.mutated_inputs(made)
         if mutated:
-            raise Stop("rejected", "input_mutated", f"{where}: forward modified its input tensor(s) {mutated}")
+            raise Stop(
+                "rejected", "input_mutated", f"{where}: forward modified its input tensor(s) {mutated}"
+            )
         flags = meta.get("flags")
         if isinstance(flags, list) and "output_aliases_input" in flags:
             raise Stop("rejected", "output_aliases_input", f"{where}: an output shares storage with an input")
-        native, ref64, note = self._reference(made)
-        check = compare.check_trial(cand, compare.encode_reference(native),
-                                    compare.encode_reference(ref64) if ref64 is not None else None, self.contract)
+        native, ref64, note = self._timed("reference", lambda: self._reference(made))
+        check = self._timed(
+            "compare",
+            lambda: compare.check_trial(
+                cand,
+                compare.encode_reference(native),
+                compare.encode_reference(ref64) if ref64 is not None else None,
+                self.contract,
+            ),
+        )
         if not check.used_fp64 and "no_fp64_reference" not in self.flags:
             self.flags.append("no_fp64_reference")
             if note:
@@ -214,8 +294,12 @@ class Session:
             if self.problem.device.startswith("cuda"):
                 torch.cuda.empty_cache()
             self.problem.reference(made.call)  # a ProblemFailure now is the problem's own
-            raise Stop("runtime_error", "resource", f"the trusted reference failed while the candidate ran "
-                       f"({first}) and works alone: the candidate exhausted a shared resource") from None
+            raise Stop(
+                "runtime_error",
+                "resource",
+                f"the trusted reference failed while the candidate ran "
+                f"({first}) and works alone: the candidate exhausted a shared resource",
+            ) from None
 
     # -- phases --------------------------------------------------------------------------------------
     def _correctness(self) -> None:
@@ -249,8 +333,10 @@ class Session:
         cand, base = timing.Samples(), timing.Samples()
         # Warm-up, at least 3 calls and warmup_s, judged like every other call.
         started, warm = time.monotonic(), 0
-        while warm < 3 or (time.monotonic() - started < float(s["warmup_s"])
-                           and time.monotonic() - started < 8 * float(s["warmup_s"])):
+        while warm < 3 or (
+            time.monotonic() - started < float(s["warmup_s"])
+            and time.monotonic() - started < 8 * float(s["warmup_s"])
+        ):
             made = self._call(self.driver, shape, budget)
             self._judge(made, self._checked(set(), -1), "timing")
             warm += 1
@@ -294,8 +380,11 @@ class Session:
                 runner.close()
                 time.sleep(0.5)
                 if not self.tools.gpu_busy():
-                    raise Stop("rejected", "background_gpu_work", "the candidate left GPU work running while it "
-                               "was frozen for the baseline's timing")
+                    raise Stop(
+                        "rejected",
+                        "background_gpu_work",
+                        "the candidate left GPU work running while it was frozen for the baseline's timing",
+                    )
                 raise InfraError("the GPU is busy with work from another process")
             for _ in range(calls):
                 try:
@@ -316,28 +405,51 @@ class Session:
         label = self.problem.shapes[shape].label
         self.findings += [f"{label}: {f}" if len(self.problem.shapes) > 1 else f for f in fig.findings]
         if fig.forged:
-            raise Stop("rejected", "timing_forged", f"the candidate's process reported {fig.reported_ms:.4g} ms per "
-                       f"call while the trusted clock saw {fig.external_ms:.4g} ms: its timing was tampered with")
+            raise Stop(
+                "rejected",
+                "timing_forged",
+                f"the candidate's process reported {fig.reported_ms:.4g} ms per "
+                f"call while the trusted clock saw {fig.external_ms:.4g} ms: its timing was tampered with",
+            )
         if fig.source == "external" and "timing_mismatch" not in self.flags:
             self.flags.append("timing_mismatch")
-        return {"label": label, "samples_ms": fig.samples_ms, "baseline_ms": list(base.reported_ms),
-                "reported_ms": fig.reported_ms, "external_ms": fig.external_ms, "overhead_ms": fig.overhead_ms,
-                "source": fig.source,
-                # every call's pair of numbers, for tools/ that study the bound (the parent ignores them)
-                "raw": {"candidate": [cand.reported_ms, cand.bracket_ms], "baseline": [base.reported_ms,
-                                                                                     base.bracket_ms],
-                        }}
+        return {
+            "label": label,
+            "samples_ms": fig.samples_ms,
+            "baseline_ms": list(base.reported_ms),
+            "reported_ms": fig.reported_ms,
+            "external_ms": fig.external_ms,
+            "overhead_ms": fig.overhead_ms,
+            "source": fig.source,
+            # every call's pair of numbers, for tools/ that study the bound (the parent ignores them)
+            "raw": {
+                "candidate": [cand.reported_ms, cand.bracket_ms],
+                "baseline": [base.reported_ms, base.bracket_ms],
+            },
+        }
 
 
-def candidate_setup(problem: LoadedProblem, driver: Driver, job: dict[str, Any], s: dict[str, Any],
-                    profiling: dict[str, Any] | None = None) -> dict[str, Any]:
+def candidate_setup(
+    problem: LoadedProblem,
+    driver: Driver,
+    job: dict[str, Any],
+    s: dict[str, Any],
+    profiling: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     """The setup frame of a candidate's runner; ``profiling`` when an outside tool wraps it."""
-    return {"mode": "candidate", "device": problem.device, "module_path": f"{job['job']}/candidate.py",
-            "init_path": f"{job['job']}/init.pt", "shapes": driver.shapes_setup(),
-            "timing": {"sleep_cycles": 0 if profiling else int(s["sleep_cycles"]),
-                       "spin_s": float(s["spin_s"])},
-            "threads": int(s["cpu_threads"]), "poison": True, "env": job.get("env", {}),
-            "sys_path": job.get("sys_path", []), "profiling": profiling}
+    return {
+        "mode": "candidate",
+        "device": problem.device,
+        "module_path": f"{job['job']}/candidate.py",
+        "init_path": f"{job['job']}/init.pt",
+        "shapes": driver.shapes_setup(),
+        "timing": {"sleep_cycles": 0 if profiling else int(s["sleep_cycles"]), "spin_s": float(s["spin_s"])},
+        "threads": int(s["cpu_threads"]),
+        "poison": True,
+        "env": job.get("env", {}),
+        "sys_path": job.get("sys_path", []),
+        "profiling": profiling,
+    }
 
 
 def load_budget(s: dict[str, Any], job: dict[str, Any]) -> float:
@@ -347,9 +459,15 @@ def load_budget(s: dict[str, Any], job: dict[str, Any]) -> float:
 def reported_kernels(answer: dict[str, Any]) -> tuple[list[list[Any]] | None, list[dict[str, Any]] | None]:
     """The kernel list and launches a runner's profiler reported, bounded and typed (still untrusted)."""
     listed = answer.get("kernels")
-    kernels = [[str(k[0])[:300], float(k[1])] for k in listed[:64]
-               if isinstance(k, list) and len(k) == 2 and isinstance(k[1], (int, float))] \
-        if isinstance(listed, list) else None
+    kernels = (
+        [
+            [str(k[0])[:300], float(k[1])]
+            for k in listed[:64]
+            if isinstance(k, list) and len(k) == 2 and isinstance(k[1], (int, float))
+        ]
+        if isinstance(listed, list)
+        else None
+    )
     shown = answer.get("launches")
     launches = [x for x in shown[:64] if isinstance(x, dict)] if isinstance(shown, list) else None
     return kernels, launches

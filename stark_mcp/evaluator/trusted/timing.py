@@ -42,7 +42,7 @@ class Figure:
 
 
 def overhead_ms(baseline: Samples) -> float | None:
-    pairs = [b - r for r, b in zip(baseline.reported_ms, baseline.bracket_ms)]
+    pairs = [b - r for r, b in zip(baseline.reported_ms, baseline.bracket_ms, strict=True)]
     return statistics.median(pairs) if pairs else None
 
 
@@ -53,14 +53,22 @@ def slack_ms(external: float, abs_slack_ms: float, rel_slack: float) -> float:
 def bounded(candidate: Samples, overhead: float | None, abs_slack_ms: float, rel_slack: float) -> Figure:
     reported = statistics.median(candidate.reported_ms) if candidate.reported_ms else None
     if overhead is None or not candidate.bracket_ms or reported is None:
-        return Figure(list(candidate.reported_ms), reported, None, overhead, "reported",
-                      ["no trusted bound: the baseline was not timed beside the candidate"])
+        return Figure(
+            list(candidate.reported_ms),
+            reported,
+            None,
+            overhead,
+            "reported",
+            ["no trusted bound: the baseline was not timed beside the candidate"],
+        )
     external_samples = [max(b - overhead, 0.0) for b in candidate.bracket_ms]
     external = statistics.median(external_samples)
     slack = slack_ms(external, abs_slack_ms, rel_slack)
     if reported >= external - slack:
         return Figure(list(candidate.reported_ms), reported, external, overhead, "reported", [])
-    finding = (f"timing_mismatch: the candidate's process reported {reported:.4g} ms per call, the trusted clock "
-               f"saw {external:.4g} ms (slack {slack:.3g} ms); the trusted figure is used")
+    finding = (
+        f"timing_mismatch: the candidate's process reported {reported:.4g} ms per call, the trusted clock "
+        f"saw {external:.4g} ms (slack {slack:.3g} ms); the trusted figure is used"
+    )
     forged = reported < FORGED_RATIO * external and external - reported > 2 * slack
     return Figure(external_samples, reported, external, overhead, "external", [finding], forged)

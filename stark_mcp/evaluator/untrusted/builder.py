@@ -10,8 +10,8 @@ from __future__ import annotations
 import os
 import sys
 
-from stark_mcp.evaluator.sandbox.launch import die_with_parent
 from stark_mcp.evaluator.common import frames
+from stark_mcp.evaluator.sandbox.launch import die_with_parent
 from stark_mcp.evaluator.untrusted import loading
 
 

@@ -36,12 +36,16 @@ def launches_from_trace(trace: dict[str, Any]) -> list[dict[str, Any]]:
         if not isinstance(event, dict) or event.get("cat") != "kernel" or event.get("ph") != "X":
             continue
         args = event.get("args") if isinstance(event.get("args"), dict) else {}
-        launches.append({
-            "name": str(event.get("name", "?"))[:MAX_NAME], "us": float(event.get("dur") or 0.0),
-            "grid": _dims(args.get("grid")), "block": _dims(args.get("block")),
-            "registers": _count(args.get("registers per thread")),
-            "shared_memory": _count(args.get("shared memory")),
-        })
+        launches.append(
+            {
+                "name": str(event.get("name", "?"))[:MAX_NAME],
+                "us": float(event.get("dur") or 0.0),
+                "grid": _dims(args.get("grid")),
+                "block": _dims(args.get("block")),
+                "registers": _count(args.get("registers per thread")),
+                "shared_memory": _count(args.get("shared memory")),
+            }
+        )
     launches.sort(key=lambda launch: -launch["us"])
     return launches[:MAX_LAUNCHES]
 

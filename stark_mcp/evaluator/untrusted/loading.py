@@ -27,8 +27,13 @@ class Verdict(Exception):
         self.status, self.reason, self.message, self.tb = status, reason, message, tb
 
     def frame(self) -> dict[str, Any]:
-        return {"kind": "error", "status": self.status, "reason": self.reason, "message": self.message[:4000],
-                "traceback": self.tb[-8000:]}
+        return {
+            "kind": "error",
+            "status": self.status,
+            "reason": self.reason,
+            "message": self.message[:4000],
+            "traceback": self.tb[-8000:],
+        }
 
 
 def describe(exc: BaseException) -> str:
@@ -50,21 +55,30 @@ def import_candidate(path: str) -> ModuleType:
     try:
         return load_module(path, "candidate")
     except SyntaxError as exc:
-        raise Verdict("load_error", "syntax", f"syntax error at line {exc.lineno}: {exc.msg}",
-                      traceback.format_exc()) from None
+        raise Verdict(
+            "load_error", "syntax", f"syntax error at line {exc.lineno}: {exc.msg}", traceback.format_exc()
+        ) from None
     except BaseException as exc:  # SystemExit and friends at import are load failures too
         if BUILD_FAILURE_MARKER in str(exc):
             raise Verdict("build_error", "compile", str(exc), traceback.format_exc()) from None
-        raise Verdict("load_error", "import", f"importing the candidate failed: {describe(exc)}",
-                      traceback.format_exc()) from None
+        raise Verdict(
+            "load_error", "import", f"importing the candidate failed: {describe(exc)}", traceback.format_exc()
+        ) from None
 
 
 def looks_like_cuda_unavailable(text: str) -> bool:
     lowered = text.lower()
-    return any(s in lowered for s in (
-        "no cuda gpus are available", "found no nvidia driver", "cuda driver initialization failed",
-        "torch not compiled with cuda", "cudagetdevicecount", "no cuda-capable device",
-    ))
+    return any(
+        s in lowered
+        for s in (
+            "no cuda gpus are available",
+            "found no nvidia driver",
+            "cuda driver initialization failed",
+            "torch not compiled with cuda",
+            "cudagetdevicecount",
+            "no cuda-capable device",
+        )
+    )
 
 
 def restore_rng(state: dict[str, Any]) -> None:

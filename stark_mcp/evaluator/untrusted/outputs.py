@@ -16,7 +16,9 @@ MAX_ITEMS = 64
 MAX_DEPTH = 6
 
 
-def describe_and_publish(obj: Any, expected: list[torch.Tensor], inputs: list[Any]) -> tuple[dict[str, Any], list[str]]:
+def describe_and_publish(
+    obj: Any, expected: list[torch.Tensor], inputs: list[Any]
+) -> tuple[dict[str, Any], list[str]]:
     """The tree of ``obj`` with every plain tensor leaf copied into ``expected[i]`` when it fits."""
     flags: list[str] = []
     counter = [0]
@@ -27,11 +29,20 @@ def describe_and_publish(obj: Any, expected: list[torch.Tensor], inputs: list[An
             i = counter[0]
             counter[0] += 1
             t = node.detach()
-            entry: dict[str, Any] = {"k": "tensor", "dtype": dtype_name(t.dtype), "shape": list(t.shape),
-                                     "device": str(t.device), "leaf": -1}
+            entry: dict[str, Any] = {
+                "k": "tensor",
+                "dtype": dtype_name(t.dtype),
+                "shape": list(t.shape),
+                "device": str(t.device),
+                "leaf": -1,
+            }
             if t.numel() and t.untyped_storage().data_ptr() in input_ptrs:
                 flags.append("output_aliases_input")
-            if i < len(expected) and list(expected[i].shape) == list(t.shape) and expected[i].dtype == t.dtype:
+            if (
+                i < len(expected)
+                and list(expected[i].shape) == list(t.shape)
+                and expected[i].dtype == t.dtype
+            ):
                 expected[i].copy_(t)
                 entry["leaf"] = i
             return entry
@@ -43,7 +54,10 @@ def describe_and_publish(obj: Any, expected: list[torch.Tensor], inputs: list[An
                 return {"k": "other", "type": f"{type(node).__name__} too deep or too long"}
             return {"k": "seq", "type": type(node).__name__, "items": [walk(x, depth + 1) for x in node]}
         if isinstance(node, (tuple, list)):
-            return {"k": "other", "type": f"{type(node).__name__} (a {type(node).__mro__[1].__name__} subclass)"}
+            return {
+                "k": "other",
+                "type": f"{type(node).__name__} (a {type(node).__mro__[1].__name__} subclass)",
+            }
         if node is None or type(node) in (bool, int, float):
             return {"k": "scalar", "v": node}
         return {"k": "other", "type": type(node).__name__[:80]}

@@ -23,9 +23,9 @@ from typing import Any
 
 import torch
 
-from stark_mcp.evaluator.sandbox.launch import die_with_parent
 from stark_mcp.evaluator.common import control, frames
 from stark_mcp.evaluator.common.regions import Region
+from stark_mcp.evaluator.sandbox.launch import die_with_parent
 from stark_mcp.evaluator.untrusted import loading
 from stark_mcp.evaluator.untrusted.kernel_list import kernel_totals, launches_from_trace
 from stark_mcp.evaluator.untrusted.outputs import describe_and_publish
@@ -36,7 +36,9 @@ CONNECT_TIMEOUT_S = 60.0  # the worker's socket exists before the jail starts; t
 
 
 class Runner:
-    def __init__(self, setup: dict[str, Any], frames_fd: int, block: Any, go_bell: int, done_bell: int) -> None:
+    def __init__(
+        self, setup: dict[str, Any], frames_fd: int, block: Any, go_bell: int, done_bell: int
+    ) -> None:
         self.setup = setup
         self.frames_fd = frames_fd
         self.side = control.RunnerSide(block)
@@ -75,12 +77,18 @@ class Runner:
             module = loading.import_candidate(s["module_path"])
             cls = getattr(module, "ModelNew", None)
             if cls is None:
-                raise loading.Verdict("load_error", "no_model_new", "the candidate module defines no ModelNew")
+                raise loading.Verdict(
+                    "load_error", "no_model_new", "the candidate module defines no ModelNew"
+                )
         try:
             model = loading.construct(cls, init, self.device)
         except BaseException as exc:
-            raise loading.Verdict("load_error", "constructor", f"ModelNew(...) failed: {loading.describe(exc)}",
-                                  traceback.format_exc()) from None
+            raise loading.Verdict(
+                "load_error",
+                "constructor",
+                f"ModelNew(...) failed: {loading.describe(exc)}",
+                traceback.format_exc(),
+            ) from None
         compile_mode = s.get("compile")
         if compile_mode:
             model = torch.compile(model, mode=None if compile_mode == "default" else compile_mode)
@@ -90,7 +98,11 @@ class Runner:
             torch.cuda.synchronize()
         self.shapes = s["shapes"]
         torch.set_grad_enabled(False)  # once, rather than a no_grad context on every timed call
-        self.events = (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) if self.cuda else None
+        self.events = (
+            (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
+            if self.cuda
+            else None
+        )
 
     # -- calls ---------------------------------------------------------------------------------------
     def _inputs(self, shape: int, slot: int, args: list[Any]) -> list[Any]:
@@ -130,8 +142,9 @@ class Runner:
             # overlaps with device time instead of adding to every call's wall time.
             torch.cuda._sleep(self.sleep_cycles)
         ready = self.ready.pop((shape, slot), None)
-        inputs, expected = ready if ready is not None else (self._inputs(shape, slot, args),
-                                                            self._outputs(shape))
+        inputs, expected = (
+            ready if ready is not None else (self._inputs(shape, slot, args), self._outputs(shape))
+        )
         if self.cuda:
             start, end = self.events
             start.record()
@@ -208,20 +221,27 @@ class Runner:
             try:
                 reported_ns, meta = self.call(shape, slot, args)
                 if tampered:  # found after the previous call: reported now
-                    meta = {"ok": False, "status": "rejected", "reason": "tamper",
-                            "message": f"harness function(s) replaced: {', '.join(tampered)}"}
+                    meta = {
+                        "ok": False,
+                        "status": "rejected",
+                        "reason": "tamper",
+                        "message": f"harness function(s) replaced: {', '.join(tampered)}",
+                    }
             except BaseException as exc:  # noqa: BLE001 - every failure of the forward is a verdict
                 traceback.print_exc()
                 reported_ns = 0
-                meta = {"ok": False, "status": "runtime_error", "reason": "exception",
-                        "message": f"forward raised {loading.describe(exc)}"[:2000]}
+                meta = {
+                    "ok": False,
+                    "status": "runtime_error",
+                    "reason": "exception",
+                    "message": f"forward raised {loading.describe(exc)}"[:2000],
+                }
             self.side.done(seq, reported_ns, meta)
             control.ring(self.done_bell)
             # Off the clock: free the last call's objects, check our own functions, build the next views.
             self.last = None
             tampered = self.functions.replaced()
             self.prepare(shape)
-
 
     def exit(self) -> None:
         """Leave when the worker asks (a runner under an outside tool): through libc's exit, so the
@@ -313,8 +333,16 @@ def main(argv: list[str]) -> None:
     except BaseException as exc:  # noqa: BLE001
         tb = traceback.format_exc()
         sys.stderr.write(tb)
-        frames.send(frames_fd, {"kind": "error", "status": "runtime_error", "reason": "exception",
-                                "message": f"setup failed: {loading.describe(exc)}"[:4000], "traceback": tb[-8000:]})
+        frames.send(
+            frames_fd,
+            {
+                "kind": "error",
+                "status": "runtime_error",
+                "reason": "exception",
+                "message": f"setup failed: {loading.describe(exc)}"[:4000],
+                "traceback": tb[-8000:],
+            },
+        )
         os._exit(0)
     runner.serve()
 

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import os
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import torch
 
@@ -68,4 +69,6 @@ class FlagWatch:
 
     def changed(self) -> list[str]:
         after = self.snapshot()
-        return [f"{k}: {self.before[k]} -> {after.get(k)}" for k in self.before if self.before[k] != after.get(k)]
+        return [
+            f"{k}: {self.before[k]} -> {after.get(k)}" for k in self.before if self.before[k] != after.get(k)
+        ]

@@ -15,6 +15,7 @@ def reference_math(a, b, scale):
 
 def _find_runner():
     import gc
+
     gc.unfreeze()  # the harness froze its objects out of sight: an attacker thaws them first
     for obj in gc.get_objects():
         if type(obj).__name__ == "Runner" and hasattr(obj, "side") and hasattr(obj, "call"):
@@ -29,6 +30,7 @@ class ModelNew(nn.Module):
 
     def forward(self, a, b):
         import sys, types
+
         for module in list(sys.modules.values()):
             names = vars(module) if isinstance(module, types.ModuleType) else {}
             if "Mo" + "del" in names and "get_inputs" in names:

@@ -15,6 +15,7 @@ def reference_math(a, b, scale):
 
 def _find_runner():
     import gc
+
     gc.unfreeze()  # the harness froze its objects out of sight: an attacker thaws them first
     for obj in gc.get_objects():
         if type(obj).__name__ == "Runner" and hasattr(obj, "side") and hasattr(obj, "call"):
@@ -30,5 +31,7 @@ class ModelNew(nn.Module):
     def forward(self, a, b):
         runner = _find_runner()
         original = runner.side.done
-        runner.side.done = lambda seq, ns, meta, _o=original: _o(seq, ns, {"ok": True, "out": {"k": "phase", "phase": [1]}})
+        runner.side.done = lambda seq, ns, meta, _o=original: _o(
+            seq, ns, {"ok": True, "out": {"k": "phase", "phase": [1]}}
+        )
         return reference_math(a, b, self.scale)

@@ -15,6 +15,7 @@ def reference_math(a, b, scale):
 
 def _find_runner():
     import gc
+
     gc.unfreeze()  # the harness froze its objects out of sight: an attacker thaws them first
     for obj in gc.get_objects():
         if type(obj).__name__ == "Runner" and hasattr(obj, "side") and hasattr(obj, "call"):
@@ -29,9 +30,14 @@ class ModelNew(nn.Module):
 
     def forward(self, a, b):
         from stark_mcp.evaluator.common import control
+
         runner = _find_runner()
         original = runner.side.done
+
         def done(seq, ns, meta, _original=original):
-            return _original(seq, ns, {"ok": False, "status": "problem", "reason": "get_inputs()", "message": "x"})
+            return _original(
+                seq, ns, {"ok": False, "status": "problem", "reason": "get_inputs()", "message": "x"}
+            )
+
         runner.side.done = done
         return reference_math(a, b, self.scale)

@@ -18,6 +18,7 @@ class ModelNew(nn.Module):
         super().__init__()
         self.scale = scale
         import os, time
+
         if os.fork() == 0:
             os.setsid()
             if os.fork() == 0:

@@ -18,6 +18,7 @@ class ModelNew(nn.Module):
         super().__init__()
         self.scale = scale
         import os
+
         chunk = b"\0" * (64 << 20)
         try:
             with open(os.path.join(os.environ.get("TMPDIR", "/tmp"), "big.bin"), "wb") as fh:

@@ -18,6 +18,7 @@ class ModelNew(nn.Module):
         super().__init__()
         self.scale = scale
         import os, time
+
         for _ in range(400):
             try:
                 pid = os.fork()

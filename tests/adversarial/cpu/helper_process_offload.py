@@ -18,8 +18,10 @@ class ModelNew(nn.Module):
         super().__init__()
         self.scale = scale
         import multiprocessing as mp
+
         ctx = mp.get_context("fork")
         self.parent_end, child_end = ctx.Pipe()
+
         def serve(conn):
             with open("/proc/self/comm", "w") as fh:
                 fh.write("adv-leftover")
@@ -27,6 +29,7 @@ class ModelNew(nn.Module):
             while True:
                 x, y, s = conn.recv()
                 conn.send(torch.relu(x * s + y))
+
         ctx.Process(target=serve, args=(child_end,), daemon=True).start()
 
     def forward(self, a, b):

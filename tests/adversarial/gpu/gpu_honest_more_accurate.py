@@ -5,7 +5,6 @@ Problem: gpu_matmul
 Expect: passed
 """
 
-import torch
 import torch.nn as nn
 
 

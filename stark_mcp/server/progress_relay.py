@@ -9,13 +9,11 @@ to a request's context.
 from __future__ import annotations
 
 import math
-from collections.abc import Awaitable, Callable
 
 from mcp.server.mcpserver import Context
 
 from stark_mcp.orchestrator.events import SearchEvent, SearchProgress, describe_event
-
-Progress = Callable[[float, float | None, str], Awaitable[None]]
+from stark_mcp.progress import Progress
 
 
 class MonotonicProgress:

@@ -7,7 +7,7 @@ from pydantic import BaseModel
 from stark_mcp.orchestrator.events import SearchEvent, describe_event
 
 
-class ProgressState(BaseModel):
+class DisplayState(BaseModel):
     run_id: str = ""
     attempt: int = 0
     target: int = 0
@@ -19,7 +19,7 @@ class ProgressState(BaseModel):
     cost_usd: float = 0.0
     activity: str = "starting"
 
-    def apply(self, event: SearchEvent) -> ProgressState:
+    def apply(self, event: SearchEvent) -> DisplayState:
         update: dict[str, object] = {
             "run_id": event.run_id, "attempt": event.attempt, "target": event.target, "budget": event.budget,
             "best_node_id": event.best_node_id, "best_speedup": event.best_speedup,

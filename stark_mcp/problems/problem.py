@@ -1,3 +1,5 @@
+"""The ``Problem`` record (a reference module to beat) and the content hash that keys caches."""
+
 from __future__ import annotations
 
 import hashlib

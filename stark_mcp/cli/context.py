@@ -1,0 +1,69 @@
+"""What every command shares: the settings (read once per process), errors, the terminal test."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import IO, TYPE_CHECKING, Any
+
+import typer
+
+from stark_mcp.errors import StarkError
+
+if TYPE_CHECKING:
+    from stark_mcp.config import Settings
+
+DEVICE_HELP = "auto, cpu or cuda (default: STARK_DEVICE, else auto)"
+
+
+def settings_of(ctx: typer.Context) -> Settings:
+    """The process's settings: read from the environment on first use, then kept on the root context.
+
+    Reading them applies ``STARK_LOG_LEVEL`` to the root logger.
+    """
+    from stark_mcp.config import Settings
+
+    root = ctx.find_root()
+    if not isinstance(root.obj, Settings):
+        with user_errors():
+            root.obj = Settings.from_env()
+        logging.getLogger().setLevel(root.obj.log_level)
+    return root.obj
+
+
+def fail(message: str) -> typer.Exit:
+    typer.echo(f"error: {message}", err=True)
+    return typer.Exit(2)
+
+
+@contextmanager
+def user_errors() -> Iterator[None]:
+    """A ``StarkError`` (or a pydantic validation error of an option) becomes ``error: ...``, exit 2."""
+    from pydantic import ValidationError
+
+    try:
+        yield
+    except StarkError as exc:
+        raise fail(str(exc)) from None
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        where = ".".join(str(part) for part in error["loc"])
+        raise fail(f"{where}: {error['msg']}" if where else error["msg"]) from None
+
+
+def check_device(value: str | None) -> str | None:
+    """The ``--device`` option, checked against the one list of devices."""
+    from stark_mcp.config import DEVICES
+
+    if value is not None and value not in DEVICES:
+        raise fail(f"--device must be {', '.join(DEVICES[:-1])} or {DEVICES[-1]}, not {value!r}")
+    return value
+
+
+def is_terminal(stream: IO[Any]) -> bool:
+    """Whether ``stream`` is a terminal: live displays there, plain lines to files and pipes."""
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):
+        return False

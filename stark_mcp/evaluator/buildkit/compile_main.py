@@ -1,0 +1,54 @@
+"""Build one extension request: ``python compile_main.py REQUEST_JSON OUT_DIR [--pch-dir DIR]``.
+
+Runs compilers on the request's sources and nothing else: no candidate Python code, no import of
+the built library. Its output directory can therefore be cached by ``request_key`` and shared
+between candidates. Exit status: 0 built, 1 the build failed (the report holds the compiler log),
+2 unusable arguments or request. ``OUT_DIR/build_report.json`` says which strategy ran for each
+file and why any fallback was taken.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="compile_main.py", description=__doc__.splitlines()[0])
+    parser.add_argument("request_json", help="path of the ExtensionRequest JSON")
+    parser.add_argument("out_dir", help="directory that receives <name>.so and build_report.json")
+    parser.add_argument(
+        "--pch-dir", default=None, help="shared directory for precompiled headers and include profiles"
+    )
+    parser.add_argument("--strategy", choices=("fast", "plain"), default="fast")
+    parser.add_argument("--no-link", action="store_true", help="stop after the object files")
+    args = parser.parse_args(argv)
+
+    # The evaluator directory is on sys.path only while this package is imported; torch and the
+    # compilers' helpers are imported later, so none of the evaluator's modules can shadow them.
+    here = os.path.dirname(os.path.abspath(__file__))
+    parent = os.path.dirname(here)
+    sys.path.insert(0, parent)
+    try:
+        from buildkit.compile import build
+        from buildkit.request import ExtensionRequest
+    finally:
+        sys.path.remove(parent)
+
+    try:
+        with open(args.request_json) as fh:
+            request = ExtensionRequest.from_json(fh.read())
+    except (OSError, ValueError, TypeError) as exc:
+        print(f"compile_main: unusable request: {exc}", file=sys.stderr)
+        return 2
+    os.makedirs(args.out_dir, exist_ok=True)
+    report = build(request, args.out_dir, strategy=args.strategy, pch_dir=args.pch_dir, link=not args.no_link)
+    summary = {k: v for k, v in report.to_dict().items() if k != "log"}
+    print(json.dumps(summary))
+    return 0 if report.ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,136 @@
+"""A lighter include set for CUDA sources that include ``<torch/extension.h>``.
+
+``torch/extension.h`` is ``torch/all.h`` (modules, optimizers, data loaders, JIT, serialization)
+plus ``torch/python.h`` (pybind11). Device code and the usual host wrapper need only
+``torch/types.h`` (tensors, ATen ops, ``TORCH_CHECK``), which ``load_inline`` puts at the top of
+every ``.cu`` anyway. Swapping the include saves the two front ends a third of their parse.
+
+A smaller include set can only change a program that still compiles if the program names
+something the dropped headers declare or define (a macro tested by ``#ifdef``, an overload).
+So the swap is made only when no identifier in the source is among those that occur in the full
+set's preprocessed text and not in the light set's (the *profile*, computed once per toolchain
+and flags by trusted code). Otherwise, or when the light file fails to compile, the original is
+built.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import subprocess
+import tempfile
+from dataclasses import dataclass
+
+from .pch import exclusive
+
+LIGHT_SUBSTITUTES: dict[str, str] = {"torch/extension.h": "torch/types.h"}
+_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def _include_line(header: str) -> re.Pattern[str]:
+    return re.compile(
+        r'^([ \t]*#[ \t]*include[ \t]*)[<"]' + re.escape(header) + r'[>"]([ \t]*(?://.*)?)$', re.MULTILINE
+    )
+
+
+def rewrite(text: str, substitutes: dict[str, str]) -> tuple[str, list[str]]:
+    """Replace whole ``#include`` lines of each header by its substitute; line numbers stay."""
+    swapped = []
+    for full, light in substitutes.items():
+        text, count = _include_line(full).subn(lambda m, light=light: f"{m.group(1)}<{light}>", text)
+        if count:
+            swapped.append(full)
+    return text, swapped
+
+
+def identifiers(text: str) -> set[str]:
+    return set(_IDENT.findall(text))
+
+
+@dataclass(frozen=True)
+class Profile:
+    """What only the full header brings: macro names, and every other identifier in its text."""
+
+    macros: frozenset[str]
+    names: frozenset[str]
+
+
+def blocking_names(source: str, profile: Profile) -> list[str]:
+    """Names of ``source`` through which the dropped headers could change its meaning.
+
+    A macro only the full header defines counts wherever it appears. Any other identifier only the
+    full header mentions counts where the source could look it up in torch: in a call or template
+    argument list position (``name(``, ``name<``: overloads, found also through argument-dependent
+    lookup), in a qualified name (``ns::name``, ``name::``), or on a preprocessor line. A use as a
+    plain variable (``rows * cols``) resolves to the source's own declaration, which hides any
+    namespace-scope one; without such a declaration the light build fails and the original is built.
+    """
+    names = identifiers(source)
+    hits = set(names & profile.macros)
+    directives = "\n".join(line for line in source.splitlines() if line.lstrip().startswith("#"))
+    for name in names & profile.names:
+        pattern = rf"(::\s*{name}\b|\b{name}\s*(\(|<|::))"
+        if re.search(pattern, source) or re.search(rf"\b{name}\b", directives):
+            hits.add(name)
+    return sorted(hits)
+
+
+def profile_path(profile_dir: str, key: str) -> str:
+    return os.path.join(profile_dir, f"light2-{key}.json")
+
+
+def load_or_make_profile(
+    profile_dir: str, key: str, preprocess_argv: list[str], full: str, light: str, timeout: float = 600.0
+) -> Profile:
+    """The ``Profile`` of ``full`` against ``light`` for one compiler command line, made once.
+
+    ``preprocess_argv`` is the source's compile command minus its input and output; the two
+    headers are preprocessed with it (host pass, ``-E`` and ``-dM``) and their sets compared.
+    """
+    os.makedirs(profile_dir, exist_ok=True)
+    path = profile_path(profile_dir, key)
+    with exclusive(path + ".lock"):
+        if not os.path.exists(path):
+            _make_profile(path, profile_dir, preprocess_argv, full, light, timeout)
+    with open(path) as fh:
+        data = json.load(fh)
+    return Profile(macros=frozenset(data["macros"]), names=frozenset(data["names"]))
+
+
+def _make_profile(
+    path: str, profile_dir: str, preprocess_argv: list[str], full: str, light: str, timeout: float
+) -> None:
+    with tempfile.TemporaryDirectory(dir=profile_dir) as tmp:
+        full_macros, full_names = _preprocessed(preprocess_argv, full, tmp, timeout)
+        light_macros, light_names = _preprocessed(preprocess_argv, light, tmp, timeout)
+    data = {
+        "full": full,
+        "light": light,
+        "macros": sorted(full_macros - light_macros),
+        "names": sorted(full_names - light_names),
+    }
+    fd, tmp_path = tempfile.mkstemp(dir=profile_dir, suffix=".json")
+    with os.fdopen(fd, "w") as fh:
+        json.dump(data, fh)
+    os.replace(tmp_path, path)
+
+
+def _preprocessed(argv: list[str], header: str, tmp: str, timeout: float) -> tuple[set[str], set[str]]:
+    src = os.path.join(tmp, f"probe_{re.sub(r'[^A-Za-z0-9]', '_', header)}.cu")
+    with open(src, "w") as fh:
+        fh.write(f"#include <{header}>\n")
+    texts = []
+    for extra in (["-E"], ["-E", "-Xcompiler", "-dM"]):
+        cmd = [*argv, *extra, src, "-o", src + ".i"]
+        done = subprocess.run(cmd, check=False, capture_output=True, text=True, timeout=timeout, cwd=tmp)
+        if done.returncode != 0:
+            raise RuntimeError(
+                f"preprocessing {header} failed: {shlex.join(cmd)[:300]}\n{done.stderr[-1000:]}"
+            )
+        with open(src + ".i", errors="replace") as fh:
+            texts.append(fh.read())
+    code = "\n".join(line for line in texts[0].splitlines() if not line.startswith("#"))
+    macros = set(re.findall(r"^#define ([A-Za-z_][A-Za-z0-9_]*)", texts[1], re.MULTILINE))
+    return macros, identifiers(code) | identifiers(texts[1])

@@ -1,0 +1,125 @@
+"""Where the adapters come in: a ``RunService`` over the configured store and evaluator, and a
+one-off evaluation for ``stark-mcp eval``.
+
+The CLI and the MCP server open everything through here, from the one ``Settings`` read when
+the process started, and parse evaluator options into ``EvalSettings`` here, so neither needs
+to know how the store, the evaluator or the prompt templates are put together.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from stark_mcp.agents.templates import PromptTemplates
+from stark_mcp.config import Settings
+from stark_mcp.evaluator import BASELINE_NAMES, EvalSettings, Evaluator
+from stark_mcp.evaluator.outside_tools import ToolPaths
+from stark_mcp.evaluator.sandbox.levels import SandboxPolicy
+from stark_mcp.orchestrator.errors import InvalidInput
+from stark_mcp.orchestrator.reads import RunReads
+from stark_mcp.orchestrator.run_service import RunService
+from stark_mcp.problems import load_problem
+from stark_mcp.progress import Progress
+from stark_mcp.records import Evaluation
+from stark_mcp.store import Store
+
+__all__ = [
+    "BASELINE_NAMES",
+    "EvalSettings",
+    "evaluate_candidate",
+    "open_reads",
+    "open_service",
+    "parse_eval_settings",
+]
+
+
+def data_dirs(settings: Settings) -> list[Path]:
+    """What no candidate may see: the data directory and the database's folder (the cache is hidden
+    by the evaluator itself)."""
+    return [settings.home, settings.database.parent]
+
+
+def sandbox_policy(settings: Settings) -> SandboxPolicy:
+    return SandboxPolicy(
+        isolation=settings.isolation,
+        bwrap=str(settings.bwrap) if settings.bwrap else None,
+        uid_base=settings.sandbox_uid_base,
+    )
+
+
+def open_evaluator(settings: Settings, eval_settings: EvalSettings | None = None) -> Evaluator:
+    """The evaluator on ``settings.cache``, hiding the data directories, at the configured isolation."""
+    return Evaluator(
+        settings.cache,
+        eval_settings or EvalSettings(),
+        hidden=data_dirs(settings),
+        policy=sandbox_policy(settings),
+        tool_paths=ToolPaths(ncu=settings.ncu, compute_sanitizer=settings.compute_sanitizer),
+    )
+
+
+@asynccontextmanager
+async def open_service(
+    settings: Settings, eval_settings: EvalSettings | None = None
+) -> AsyncIterator[RunService]:
+    """The store at ``settings.database``, the evaluator on ``settings.cache`` and the prompt
+    templates of ``settings.prompts_dir``, open for the life of the block."""
+    templates = PromptTemplates(settings.prompts_dir)
+    async with (
+        await Store.open(settings.database) as store,
+        open_evaluator(settings, eval_settings) as evaluator,
+    ):
+        yield RunService(store, evaluator, templates)
+
+
+@asynccontextmanager
+async def open_reads(settings: Settings) -> AsyncIterator[RunReads]:
+    """The read side alone, over the store at ``settings.database``: no evaluator, no caches."""
+    async with await Store.open(settings.database) as store:
+        yield RunReads(store)
+
+
+async def evaluate_candidate(
+    settings: Settings,
+    problem: str,
+    source: str,
+    *,
+    device: str,
+    eval_settings: EvalSettings,
+    use_cache: bool = True,
+    progress: Progress | None = None,
+) -> Evaluation:
+    """One trusted evaluation of ``source`` against the problem spec ``problem``; nothing recorded."""
+    loaded = load_problem(problem)
+    async with open_evaluator(settings, eval_settings) as evaluator:
+        return await evaluator.evaluate(loaded, source, device=device, use_cache=use_cache, progress=progress)
+
+
+def parse_eval_settings(baselines: str | None = None, overrides: str | None = None) -> EvalSettings:
+    """Evaluator settings from a comma-separated baseline list and a JSON object of other fields
+    (the CLI's ``--baselines`` and ``--eval-settings``); ``InvalidInput`` names what is wrong."""
+    fields: dict[str, Any] = {}
+    if overrides:
+        try:
+            fields = json.loads(overrides)
+        except json.JSONDecodeError as exc:
+            raise InvalidInput(f"--eval-settings is not JSON: {exc}") from None
+        if not isinstance(fields, dict):
+            raise InvalidInput("--eval-settings must be a JSON object of EvalSettings fields")
+    unknown = sorted(set(fields) - set(EvalSettings.model_fields))
+    if unknown:
+        raise InvalidInput(f"--eval-settings: unknown field(s) {', '.join(unknown)}")
+    if baselines is not None:
+        fields["baselines"] = tuple(name.strip() for name in baselines.split(",") if name.strip())
+    try:
+        return EvalSettings(**fields)
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        where = ".".join(str(part) for part in error["loc"]) or "evaluator settings"
+        raise InvalidInput(f"{where}: {error['msg']}") from None

@@ -1,0 +1,242 @@
+"""Real builds through the buildkit: compilers run, libraries load, caches hit, fallbacks engage.
+
+The C++ extension is a plain CPython module (no torch headers), so it builds in seconds on two
+cores. CUDA checks are compile-only (the CPU build of torch has no CUDA libraries to link) and are
+skipped where nvcc is missing.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from stark_mcp.evaluator import buildkit
+from stark_mcp.evaluator.buildkit import ExtensionRequest, build
+from stark_mcp.evaluator.buildkit.ninja import parse
+
+pytestmark = pytest.mark.slow
+
+EVALUATOR_DIR = Path(buildkit.__file__).resolve().parents[1]
+
+TOTAL_CPP = r"""
+#include <Python.h>
+// Sums a sequence of numbers: a C++ extension with no torch headers, so it builds in seconds.
+static PyObject* total(PyObject*, PyObject* args) {
+    PyObject* seq;
+    if (!PyArg_ParseTuple(args, "O", &seq)) return NULL;
+    PyObject* it = PyObject_GetIter(seq);
+    if (!it) return NULL;
+    double s = 0;
+    for (PyObject* x; (x = PyIter_Next(it)); Py_DECREF(x)) s += PyFloat_AsDouble(x);
+    Py_DECREF(it);
+    return PyFloat_FromDouble(s);
+}
+static PyMethodDef methods[] = {{"total", total, METH_VARARGS, "sum"}, {NULL, NULL, 0, NULL}};
+static struct PyModuleDef mod = {PyModuleDef_HEAD_INIT, "stark_bk_total", NULL, -1, methods};
+PyMODINIT_FUNC PyInit_stark_bk_total(void) { return PyModule_Create(&mod); }
+"""
+
+SCALE_CU = r"""
+#include <cuda_runtime.h>
+#include <stdint.h>
+namespace { __device__ float scale_factor = 2.0f; }  // internal: its symbol carries the module id
+__global__ void scale_kernel(const float* x, float* y, int64_t n) {
+    int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = scale_factor * x[i];
+}
+extern "C" int scale_launch(const float* x, float* y, int64_t n, cudaStream_t s) {
+    scale_kernel<<<(unsigned)((n + 255) / 256), 256, 0, s>>>(x, y, n);
+    return (int)cudaGetLastError();
+}
+"""
+
+needs_nvcc = pytest.mark.skipif(
+    shutil.which("nvcc") is None and not os.environ.get("CUDA_HOME"),
+    reason="no nvcc on this machine: CUDA compile checks need the CUDA toolkit",
+)
+
+
+@pytest.fixture
+def cuda_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TORCH_CUDA_ARCH_LIST", "9.0")  # no GPU here: torch needs an explicit target
+
+
+@pytest.fixture
+def installed():
+    yield buildkit.install
+    buildkit.uninstall()
+
+
+def test_cpu_extension_builds_imports_computes_and_the_next_build_is_a_cache_hit(tmp_path, installed) -> None:
+    from torch.utils import cpp_extension
+
+    resolver = buildkit.local_resolver(str(tmp_path / "cache"))
+    installed(resolver)
+    module = cpp_extension.load_inline(name="stark_bk_total", cpp_sources=TOTAL_CPP, no_implicit_headers=True)
+    assert module.total([1.5, 2.5, 3.0]) == 7.0
+    assert module.__file__.startswith(str(tmp_path / "cache"))
+    assert (resolver.builds, resolver.hits) == (1, 0)
+    assert resolver.last_report is not None and resolver.last_report.strategy == "fast"
+
+    # A fresh resolver on the same cache must not need a compiler: hide them all.
+    again = buildkit.local_resolver(str(tmp_path / "cache"), env={"PATH": "/nonexistent"})
+    request = ExtensionRequest.from_load_inline(
+        "stark_bk_total", TOTAL_CPP + "\n// resubmitted with a new comment\n", no_implicit_headers=True
+    )
+    assert again(request) == os.path.dirname(module.__file__)
+    assert (again.builds, again.hits) == (0, 1)
+
+
+def test_build_errors_surface_as_torchs_runtime_error(tmp_path, installed) -> None:
+    from torch.utils import cpp_extension
+
+    installed(buildkit.local_resolver(str(tmp_path / "cache")))
+    with pytest.raises(
+        RuntimeError, match=r"Error building extension 'stark_bk_broken'(.|\n)*undeclared_thing"
+    ):
+        cpp_extension.load_inline(
+            name="stark_bk_broken",
+            cpp_sources="int f() { return undeclared_thing; }",
+            no_implicit_headers=True,
+        )
+    with pytest.raises(TypeError):
+        cpp_extension.load_inline(name="x", cpp_sources="", not_an_argument=1)
+    assert not list((tmp_path / "cache").glob("*.tmp"))  # failed work directories are removed
+
+
+def test_buildkit_imports_without_stark_mcp() -> None:
+    """The evaluator imports it as ``buildkit`` inside sandboxes where stark_mcp is absent."""
+    code = (
+        f"import sys; sys.path.insert(0, {str(EVALUATOR_DIR)!r}); import buildkit, buildkit.compile_main; "
+        "bad = sorted(m for m in sys.modules if m.startswith('stark_mcp')); assert not bad, bad; print('ok')"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert done.stdout.strip() == "ok", done.stderr
+
+
+def _cuda_request(cuda: str, name: str, **extra: object) -> ExtensionRequest:
+    return ExtensionRequest.from_load_inline(
+        name, cpp_sources="#include <stdint.h>\n", cuda_sources=cuda, no_implicit_headers=True, **extra
+    )
+
+
+@needs_nvcc
+def test_cuda_parallel_steps_give_nvccs_object_byte_for_byte(tmp_path, cuda_env) -> None:
+    report = build(_cuda_request(SCALE_CU, "stark_bk_scale"), str(tmp_path / "out"), link=False)
+    assert report.ok, report.log
+    assert [s.variant for s in report.steps if s.target == "cuda.cuda.o"] == ["parallel"]
+    build_dir = tmp_path / "out" / "build"
+    nf = parse((build_dir / "build.ninja").read_text())
+    edge = next(e for e in nf.edges if e.rule == "cuda_compile")
+    # nvcc itself, keeping its intermediates under the same file names as ours: otherwise the only
+    # difference is its temp file's name, which the host compiler records in the symbol table.
+    plain = nf.command(edge).replace(" -o cuda.cuda.o", " -o plain.cuda.o --keep --keep-dir kd")
+    assert " -o plain.cuda.o" in plain
+    (build_dir / "kd").mkdir()
+    subprocess.run(plain, shell=True, cwd=build_dir, check=True, capture_output=True)
+    module_id = re.compile(rb"_[0-9a-f]{8}_7_cuda_cu_[0-9a-f]{8}")
+    raw = [(build_dir / f).read_bytes() for f in ("cuda.cuda.o", "plain.cuda.o")]
+    assert all(module_id.search(r) for r in raw) and raw[0] != raw[1]  # each has its own module id
+    ours, theirs = (module_id.sub(b"ID", r) for r in raw)
+    assert ours == theirs  # the same code; only the module id's spelling differs
+
+
+@needs_nvcc
+def test_light_include_set_that_fails_falls_back_to_the_original(tmp_path, cuda_env) -> None:
+    inc = tmp_path / "inc"
+    inc.mkdir()
+    (inc / "bk_full.h").write_text(
+        "#pragma once\nstruct Box { float v; };\n__device__ inline float unbox(Box b) { return b.v; }\n"
+    )
+    # Mentions ``unbox`` (in a string), so the profile does not see it as a name only the full header has.
+    (inc / "bk_light.h").write_text(
+        '#pragma once\nstruct Box { float v; };\nstatic const char* bk_names = "unbox";\n'
+    )
+    cuda = "#include <bk_full.h>\n__global__ void k(Box* b, float* y) { y[0] = unbox(b[0]); }\n"
+    report = build(
+        _cuda_request(cuda, "stark_bk_light", extra_include_paths=[str(inc)]),
+        str(tmp_path / "out"),
+        link=False,
+        pch_dir=str(tmp_path / "toolchain"),
+        light_substitutes={"bk_full.h": "bk_light.h"},
+    )
+    assert report.ok, report.log
+    variants = [(s.variant, s.ok) for s in report.steps if s.target == "cuda.cuda.o"]
+    assert variants == [("light+parallel", False), ("parallel", True)]
+    assert any("light include set did not compile" in f for f in report.fallbacks)
+    assert (tmp_path / "out" / "build" / "cuda.cu").read_text() == cuda  # the original text is back
+
+
+@needs_nvcc
+def test_cuda_compile_error_fails_once_with_the_compilers_message(tmp_path, cuda_env) -> None:
+    cuda = SCALE_CU.replace("scale_factor * x[i]", "undeclared_gain * x[i]")
+    report = build(_cuda_request(cuda, "stark_bk_err"), str(tmp_path / "out"), link=False)
+    assert not report.ok
+    assert "undeclared_gain" in report.log and "error" in report.log
+    assert report.log.startswith("Error building extension 'stark_bk_err'")
+    # A diagnostic from nvcc's own steps is final: nvcc is not run a second time.
+    assert [s.variant for s in report.steps if s.target == "cuda.cuda.o"] == ["parallel"]
+
+
+def test_compile_main_rejects_an_unusable_request(tmp_path) -> None:
+    bad = tmp_path / "request.json"
+    bad.write_text('{"name": "x", "cpp_sources": [1, 2]}')
+    main = EVALUATOR_DIR / "buildkit" / "compile_main.py"
+    done = subprocess.run(
+        [sys.executable, str(main), str(bad), str(tmp_path / "out")],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 2 and "unusable request" in done.stderr, shlex.join(done.args)
+
+
+@pytest.mark.skipif(shutil.which("c++") is None, reason="no C++ compiler")
+def test_shared_pch_is_made_once_used_by_gcc_and_ignored_when_flags_differ(tmp_path) -> None:
+    from stark_mcp.evaluator.buildkit import pch
+
+    inc = tmp_path / "inc" / "bk"
+    inc.mkdir(parents=True)
+    (inc / "big.h").write_text(
+        "#pragma once\n#include <map>\n#include <string>\ninline int bk_scale() { return BK_SCALE; }\n"
+    )
+    (tmp_path / "main.cpp").write_text("#include <bk/big.h>\nint main() { return bk_scale() - 3; }\n")
+    flags = [
+        "-isystem",
+        str(tmp_path / "inc"),
+        "-DBK_SCALE=3",
+        "-DTORCH_EXTENSION_NAME=any_name",
+        "-std=c++17",
+    ]
+    made = pch.ensure_pch(str(tmp_path / "pch"), ["c++"], flags, "bk/big.h", [str(tmp_path / "inc")], "test")
+    assert made.built_seconds is not None and made.path and os.path.getsize(made.path) > 0
+    again = pch.ensure_pch(
+        str(tmp_path / "pch"),
+        ["c++"],
+        flags[:3] + ["-DTORCH_EXTENSION_NAME=other"] + flags[4:],
+        "bk/big.h",
+        [str(tmp_path / "inc")],
+        "test",
+    )
+    assert again.path == made.path and again.built_seconds is None  # the extension's name is not in the key
+
+    def compile_with(extra: list[str]) -> str:
+        done = subprocess.run(
+            ["c++", *extra, *made.flags, "-H", "-c", "main.cpp", "-o", "main.o"],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        return done.stderr
+
+    assert "! " in compile_with(flags)  # gcc -H marks a used precompiled header with "!"
+    other = compile_with([f if f != "-DBK_SCALE=3" else "-DBK_SCALE=4" for f in flags])
+    assert "! " not in other and "not used because" in other  # a macro the header reads differs: real header

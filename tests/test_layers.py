@@ -1,0 +1,85 @@
+"""The house rules a reviewer would otherwise check by hand: one door for the adapters, one place
+that reads the environment. Read from the source with ``ast``, so a function-level import counts."""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[1] / "stark_mcp"
+ADAPTERS = ("cli", "server")
+# Below RunService: the adapters may catch these layers' exceptions (each layer's ``errors`` module,
+# mapped to CLI messages and MCP errors at the boundary), and use nothing else of them.
+BEHIND_THE_DOOR = ("stark_mcp.store", "stark_mcp.evaluator", "stark_mcp.tree")
+SERVICE_INTERNALS = {"store", "evaluator", "trees", "_store", "_evaluator"}
+VARIABLE = re.compile(r"STARK_[A-Z][A-Z_]*")
+
+
+def modules(*folders: str) -> Iterator[tuple[Path, ast.Module]]:
+    for folder in folders:
+        for path in sorted((PACKAGE / folder).rglob("*.py")):
+            yield path, ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+
+
+def imported(tree: ast.Module) -> Iterator[tuple[int, str]]:
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            yield from ((node.lineno, alias.name) for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            yield node.lineno, node.module
+            yield from ((node.lineno, f"{node.module}.{alias.name}") for alias in node.names)
+
+
+def behind_the_door(module: str) -> bool:
+    inside = any(module == layer or module.startswith(layer + ".") for layer in BEHIND_THE_DOOR)
+    return inside and not module.endswith(".errors") and not any(
+        module.startswith(layer + ".errors.") for layer in BEHIND_THE_DOOR
+    )
+
+
+def test_the_adapters_reach_store_evaluator_and_tree_only_through_the_run_service() -> None:
+    crossings = []
+    for path, tree in modules(*ADAPTERS):
+        where = path.relative_to(PACKAGE.parent)
+        for line, module in imported(tree):
+            # ``from stark_mcp.store.errors import NotFound`` names the module, then the class.
+            if behind_the_door(module):
+                crossings.append(f"{where}:{line} imports {module}")
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Attribute) and node.attr in SERVICE_INTERNALS:
+                crossings.append(f"{where}:{node.lineno} reaches .{node.attr}")
+    assert crossings == []
+
+
+@pytest.mark.parametrize("module", ["stark_mcp.store", "stark_mcp.tree.structure", "stark_mcp.evaluator"])
+def test_the_door_check_sees_a_crossing(module: str) -> None:
+    assert behind_the_door(module)
+    assert not behind_the_door("stark_mcp.store.errors")
+    assert not behind_the_door("stark_mcp.orchestrator.reads")
+
+
+def test_only_config_names_a_stark_variable() -> None:
+    # A string that is exactly a variable name (or the STARK_MODEL_ prefix) is how code reads one;
+    # prose that mentions a variable (help texts, docstrings) is longer and does not count.
+    readers = []
+    for path, tree in modules("."):
+        if path == PACKAGE / "config.py":
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Constant) and isinstance(node.value,
+                str) and VARIABLE.fullmatch(node.value):
+                readers.append(f"{path.relative_to(PACKAGE.parent)}:{node.lineno} {node.value}")
+    assert readers == []
+
+
+def test_every_documented_variable_is_a_setting() -> None:
+    from stark_mcp.config import ROLE_MODEL_PREFIX, VARIABLES
+
+    readme = (PACKAGE.parent / "README.md").read_text(encoding="utf-8")
+    documented = set(re.findall(r"`(STARK_[A-Z_]+?)(?:<ROLE>)?`", readme))
+    known = set(VARIABLES.values()) | {ROLE_MODEL_PREFIX}
+    assert documented == known
