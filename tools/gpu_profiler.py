@@ -311,7 +311,9 @@ def page(
             f"{time.strftime('%Y-%m-%d')}."
         ),
         "",
-        "Environment: " + ", ".join(f"{k} {v}" for k, v in env.items()),
+        "Environment: "
+        + ", ".join(f"{k} {v}" for k, v in env.items())
+        + (f"; candidates ran at isolation level {results['isolation']}" if results.get("isolation") else ""),
         "",
         table(rows),
         "",
@@ -340,8 +342,17 @@ def page(
     return "\n".join(parts) + "\n"
 
 
+def tool_paths() -> Any:
+    """Where the evaluator finds ncu and compute-sanitizer: STARK_NCU / STARK_COMPUTE_SANITIZER as
+    the CLI reads them, else PATH and CUDA_HOME."""
+    from stark_mcp.config import Settings
+    from stark_mcp.evaluator.outside_tools import ToolPaths
+
+    settings = Settings.from_env()
+    return ToolPaths(ncu=settings.ncu, compute_sanitizer=settings.compute_sanitizer)
+
+
 def environment() -> dict[str, str]:
-    import shutil
     import subprocess
 
     import torch
@@ -349,10 +360,9 @@ def environment() -> dict[str, str]:
     env = {"torch": torch.__version__}
     if torch.cuda.is_available():
         env["GPU"] = torch.cuda.get_device_name(0)
+    paths = tool_paths()
     for tool in ("ncu", "compute-sanitizer"):
-        from stark_mcp.evaluator.trusted.profiling import find_tool
-
-        path = find_tool(tool) or shutil.which(tool)
+        path = paths.find(tool)
         if path:
             try:
                 out = subprocess.run(
@@ -367,7 +377,9 @@ def environment() -> dict[str, str]:
 
 
 async def run_gpu(results: dict[str, Any], work: Path) -> None:
+    from stark_mcp.config import Settings
     from stark_mcp.evaluator import EvalSettings, Evaluator
+    from stark_mcp.orchestrator.session import sandbox_policy
     from stark_mcp.problems import load_problem
 
     settings = EvalSettings(
@@ -383,7 +395,11 @@ async def run_gpu(results: dict[str, Any], work: Path) -> None:
         path = work / f"{case.name}_problem.py"
         path.write_text(case.problem)
         problems[case.name] = load_problem(str(path))
-    async with Evaluator(work / "cache", settings) as ev:
+    paths = tool_paths()
+    policy = sandbox_policy(Settings.from_env())
+    async with Evaluator(work / "cache", settings, policy=policy, tool_paths=paths) as ev:
+        isolation = await ev.isolation()
+        results["isolation"] = f"{isolation.level} {isolation.note}".strip()
         assert await ev.resolve_device("cuda") == "cuda"
         started = time.monotonic()
         evaluations = await asyncio.gather(
@@ -426,9 +442,9 @@ async def run_gpu(results: dict[str, Any], work: Path) -> None:
             "report": failing.logs.get("compute-sanitizer", ""),
             "seconds": failing.phase_seconds.get("sanitizer"),
         }
-    from stark_mcp.evaluator.trusted.profiling import find_tool, ncu_command
+    from stark_mcp.evaluator.trusted.profiling import ncu_command
 
-    ncu = find_tool("ncu")
+    ncu = paths.find("ncu")
     results["command"] = ncu_command(ncu, "/tmp/out/ncu.csv", settings.profile_max_kernels) if ncu else None
 
 

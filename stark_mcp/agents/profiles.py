@@ -2,7 +2,7 @@
 
 The plan agent sees the node it improves and its best relatives side by side, so it can tell a
 memory-bound kernel from a compute-bound or latency-bound one before choosing what to change.
-``prompts/plan.md`` says how to read the columns; ``stark-mcp show --profile`` and the MCP tools
+``prompts/profile.md`` says how to read the columns; ``stark-mcp show --profile`` and the MCP tools
 print the same table.
 """
 

@@ -9,7 +9,10 @@ from typing import Any
 import pytest
 from mcp import Client
 
+from stark_mcp.config import Settings
+from stark_mcp.evaluator import profiles
 from stark_mcp.orchestrator.inputs import MAX_SOURCE_BYTES
+from stark_mcp.store import Store
 
 from .support import MODES, PROBLEM, ProgressLog, anchored_plan, error_text, make_server, ok, source
 
@@ -338,7 +341,9 @@ async def test_export_without_a_correct_node(served: Served, mode: str) -> None:
 
 async def test_profile_kernel_on_the_cpu_reports_why_and_is_kept(served: Served) -> None:
     """On the CPU (no GPU in CI) the tool answers with a report saying profiling needs a GPU; the
-    report is kept with the node, so get_node shows it. GPU profiles: tools/gpu_profiler.py."""
+    report is kept beside the node, so get_node shows it. A profile with kernels, written by another
+    process, then reaches get_node and the planner's build_context, and a later failed profile does
+    not hide it. GPU profiles: tools/gpu_profiler.py."""
     async with Client(served.server) as client:
         before = ok(await client.call_tool("get_node", {"run_id": served.run_id, "node_id": "n0"}))
         assert before["profile"] is None
@@ -351,3 +356,17 @@ async def test_profile_kernel_on_the_cpu_reports_why_and_is_kept(served: Served)
         missing = error_text(await client.call_tool("profile_kernel",
                                                     {"run_id": served.run_id, "node_id": "n404"}))
         assert "n404" in missing
+
+        recorded = (Path(__file__).resolve().parents[1] / "fixtures" / "profiles" / "ncu_raw.csv").read_text()
+        report = profiles.from_answer({"source": "ncu", "report": recorded}, None, 40, 9.0)
+        async with await Store.open(Settings(home=served.home).database) as other:
+            await other.add_profile(served.run_id, "n0", report)
+        shown = ok(await client.call_tool("get_node", {"run_id": served.run_id, "node_id": "n0"}))
+        assert shown["profile"]["source"] == "ncu" and len(shown["profile"]["kernels"]) == 2
+        context = {"run_id": served.run_id, "node_id": "n0", "role": "plan"}
+        prompt = ok(await client.call_tool("build_context", context))["prompt"]
+        assert "### Profiles: where the device time goes" in prompt and "| n0 | sm80_xmma_gemm" in prompt
+        await client.call_tool("profile_kernel", {"run_id": served.run_id, "node_id": "n0"})
+        kept = ok(await client.call_tool("get_node", {"run_id": served.run_id, "node_id": "n0"}))
+        assert kept["profile"]["source"] == "ncu"  # a profile without kernels never hides one with
+        assert kept["evaluation"] == before["evaluation"]

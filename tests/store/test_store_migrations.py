@@ -89,3 +89,24 @@ async def test_a_file_that_is_not_a_database_is_a_store_error(tmp_path: Path) ->
     path.write_bytes(b"these are my notes, not a database" * 100)
     with pytest.raises(StoreError, match="notes.db"):
         await Store.open(path)
+
+
+async def test_a_database_of_the_first_schema_gains_the_profiles_table(tmp_path: Path) -> None:
+    # A database written before profiles existed (migration 1 only) is upgraded when it is opened:
+    # its rows stay, and a profile can then be kept beside one of its nodes.
+    from stark_mcp.problems import problem_from_source
+    from stark_mcp.records import Action, Evaluation, ProfileReport, Status
+
+    path = tmp_path / "old.db"
+    async with aiosqlite.connect(path, isolation_level=None) as conn:
+        assert await apply_migrations(conn, MIGRATIONS[:1]) == [1]
+    source = "import torch\nclass Model(torch.nn.Module):\n    pass\ndef get_inputs(): return []\n"
+    source += "def get_init_inputs(): return []\n"
+    async with await Store.open(path) as store:
+        run = await store.create_run(problem=problem_from_source(source, name="p"), device="cpu", policy={},
+                                     budget=1, seed=1, root_evaluation=Evaluation(status=Status.PASSED))
+        await store.add_profile(run.id, "n0", ProfileReport(source="none", reason="profiling needs a GPU"))
+    assert [n for n, _ in recorded(path)] == list(range(1, LATEST + 1))
+    async with await Store.open(path) as store:
+        assert [p.reason for _, _, p in await store.profiles(run.id)] == ["profiling needs a GPU"]
+        assert (await store.get_node(run.id, "n0")).action is Action.ROOT
