@@ -177,14 +177,19 @@ async def test_the_worker_profiles_a_candidate_under_the_tool(
 
 
 @pytest.mark.anyio
-async def test_without_ncu_the_reference_falls_back_and_says_why(cache_dir: Path, settings: EvalSettings) -> None:
+async def test_without_ncu_the_reference_falls_back_and_says_why(
+    cache_dir: Path, settings: EvalSettings
+) -> None:
     report = await asyncio.wait_for(
         _profile_on_cpu(cache_dir, settings, reference=True, ncu="/nonexistent/ncu"), 120
     )
     # The worker ran the reference again under the torch profiler (a real runner process); on the
     # CPU it sees no kernel either: no profile, and both reasons.
     assert report.source == "none" and report.kernels == []
-    assert "/nonexistent/ncu is not an executable" in report.reason and "torch profiler saw no kernel" in report.reason
+    assert (
+        "/nonexistent/ncu is not an executable" in report.reason
+        and "torch profiler saw no kernel" in report.reason
+    )
 
 
 @pytest.mark.anyio

@@ -103,8 +103,14 @@ async def test_a_database_of_the_first_schema_gains_the_profiles_table(tmp_path:
     source = "import torch\nclass Model(torch.nn.Module):\n    pass\ndef get_inputs(): return []\n"
     source += "def get_init_inputs(): return []\n"
     async with await Store.open(path) as store:
-        run = await store.create_run(problem=problem_from_source(source, name="p"), device="cpu", policy={},
-                                     budget=1, seed=1, root_evaluation=Evaluation(status=Status.PASSED))
+        run = await store.create_run(
+            problem=problem_from_source(source, name="p"),
+            device="cpu",
+            policy={},
+            budget=1,
+            seed=1,
+            root_evaluation=Evaluation(status=Status.PASSED),
+        )
         await store.add_profile(run.id, "n0", ProfileReport(source="none", reason="profiling needs a GPU"))
     assert [n for n, _ in recorded(path)] == list(range(1, LATEST + 1))
     async with await Store.open(path) as store:
