@@ -346,10 +346,9 @@ def tool_paths() -> Any:
     """Where the evaluator finds ncu and compute-sanitizer: STARK_NCU / STARK_COMPUTE_SANITIZER as
     the CLI reads them, else PATH and CUDA_HOME."""
     from stark_mcp.config import Settings
-    from stark_mcp.evaluator.outside_tools import ToolPaths
+    from stark_mcp.orchestrator.session import tool_paths as configured
 
-    settings = Settings.from_env()
-    return ToolPaths(ncu=settings.ncu, compute_sanitizer=settings.compute_sanitizer)
+    return configured(Settings.from_env())
 
 
 def environment() -> dict[str, str]:

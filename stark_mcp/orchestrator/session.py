@@ -64,6 +64,11 @@ def isolation_report(settings: Settings) -> tuple[str | None, list[str], str | N
     return info.level, doctor_lines(info), None
 
 
+def tool_paths(settings: Settings) -> ToolPaths:
+    """Where the evaluator finds Nsight Compute and compute-sanitizer (profiles, memory errors)."""
+    return ToolPaths(ncu=settings.ncu, compute_sanitizer=settings.compute_sanitizer)
+
+
 def open_evaluator(settings: Settings, eval_settings: EvalSettings | None = None) -> Evaluator:
     """The evaluator on ``settings.cache``, hiding the data directories, at the configured isolation."""
     return Evaluator(
@@ -71,7 +76,7 @@ def open_evaluator(settings: Settings, eval_settings: EvalSettings | None = None
         eval_settings or EvalSettings(),
         hidden=data_dirs(settings),
         policy=sandbox_policy(settings),
-        tool_paths=ToolPaths(ncu=settings.ncu, compute_sanitizer=settings.compute_sanitizer),
+        tool_paths=tool_paths(settings),
     )
 
 
