@@ -346,9 +346,10 @@ def tool_paths() -> Any:
     """Where the evaluator finds ncu and compute-sanitizer: STARK_NCU / STARK_COMPUTE_SANITIZER as
     the CLI reads them, else PATH and CUDA_HOME."""
     from stark_mcp.config import Settings
-    from stark_mcp.orchestrator.session import tool_paths as configured
+    from stark_mcp.evaluator.outside_tools import ToolPaths
 
-    return configured(Settings.from_env())
+    settings = Settings.from_env()  # light on purpose: orchestrator.session would need the store's deps
+    return ToolPaths(ncu=settings.ncu, compute_sanitizer=settings.compute_sanitizer)
 
 
 def environment() -> dict[str, str]:
@@ -376,9 +377,7 @@ def environment() -> dict[str, str]:
 
 
 async def run_gpu(results: dict[str, Any], work: Path) -> None:
-    from stark_mcp.config import Settings
     from stark_mcp.evaluator import EvalSettings, Evaluator
-    from stark_mcp.orchestrator.session import sandbox_policy
     from stark_mcp.problems import load_problem
 
     settings = EvalSettings(
@@ -395,8 +394,7 @@ async def run_gpu(results: dict[str, Any], work: Path) -> None:
         path.write_text(case.problem)
         problems[case.name] = load_problem(str(path))
     paths = tool_paths()
-    policy = sandbox_policy(Settings.from_env())
-    async with Evaluator(work / "cache", settings, policy=policy, tool_paths=paths) as ev:
+    async with Evaluator(work / "cache", settings, tool_paths=paths) as ev:  # the strongest isolation here
         isolation = await ev.isolation()
         results["isolation"] = f"{isolation.level} {isolation.note}".strip()
         assert await ev.resolve_device("cuda") == "cuda"
