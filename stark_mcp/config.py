@@ -41,6 +41,8 @@ VARIABLES: dict[str, str] = {
     "isolation": "STARK_ISOLATION",
     "bwrap": "STARK_BWRAP",
     "sandbox_uid_base": "STARK_SANDBOX_UID_BASE",
+    "ncu": "STARK_NCU",
+    "compute_sanitizer": "STARK_COMPUTE_SANITIZER",
 }
 ROLE_MODEL_PREFIX = "STARK_MODEL_"
 
@@ -75,6 +77,12 @@ class Settings(BaseModel):
     bwrap: Path | None = Field(None, description="bubblewrap binary for the sandbox level (default: on PATH)")
     sandbox_uid_base: int = Field(
         61000, ge=1000, le=2**31 - 1024, description="first of 512 uids candidates run as (as root)"
+    )
+    ncu: str | None = Field(
+        None, description="Nsight Compute for profiles: a path, or off (default: on PATH or in CUDA_HOME)"
+    )
+    compute_sanitizer: str | None = Field(
+        None, description="compute-sanitizer for memory errors: a path, or off (default: as ncu)"
     )
 
     @classmethod

@@ -94,6 +94,82 @@ class TrustReport(BaseModel):
     findings: list[str] = Field(default_factory=list, description="what they saw, one line each")
 
 
+class StallReason(BaseModel):
+    """One reason warps of a kernel waited instead of issuing, as Nsight Compute names it."""
+
+    reason: str = Field(description="e.g. long_scoreboard (global memory), barrier, math_pipe_throttle")
+    share: float = Field(description="fraction of the kernel's stalled warp cycles, 0..1")
+
+
+class Roofline(BaseModel):
+    """Where a kernel sits on the roofline of its GPU (DRAM roof and FP compute roof).
+
+    FLOPs count the FP32, FP64 and FP16 instructions outside tensor cores (an FMA is two);
+    ``tensor_core`` says when tensor-core instructions ran too, which this count leaves out.
+    """
+
+    flops: float
+    dram_bytes: float
+    arithmetic_intensity: float | None = Field(None, description="FLOPs per DRAM byte")
+    achieved_flops_per_s: float | None = None
+    peak_flops_per_s: float | None = Field(None, description="the compute roof for the kernel's precision")
+    peak_dram_bytes_per_s: float | None = None
+    ridge_point: float | None = Field(None, description="intensity where the two roofs meet")
+    attainable_flops_per_s: float | None = Field(None, description="min(compute roof, intensity * DRAM roof)")
+    achieved_fraction: float | None = Field(None, description="achieved / attainable, 0..1")
+    side: str | None = Field(None, description="memory or compute: which roof bounds it at its intensity")
+    tensor_core: bool = False
+
+
+class KernelProfile(BaseModel):
+    """One kernel of a profiled forward (launches of the same kernel and launch shape merged)."""
+
+    name: str = Field(description="the kernel's name as the profiler reports it")
+    short_name: str = Field(description="without namespaces, template arguments and parameters")
+    own: bool | None = Field(None, description="defined in the candidate's source (__global__ or Triton)")
+    launches: int = 1
+    time_us: float = Field(description="device time of its launches in this forward")
+    share: float = Field(description="fraction of the profiled device time, 0..1")
+    grid: list[int] | None = None
+    block: list[int] | None = None
+    registers_per_thread: int | None = None
+    shared_memory_bytes: int | None = Field(None, description="per block, static plus dynamic")
+    theoretical_occupancy_pct: float | None = None
+    achieved_occupancy_pct: float | None = None
+    dram_throughput_pct: float | None = Field(None, description="DRAM throughput, % of peak")
+    memory_throughput_pct: float | None = Field(None, description="busiest memory unit, % of peak")
+    sm_throughput_pct: float | None = Field(None, description="compute (SM) throughput, % of peak")
+    l1_hit_rate_pct: float | None = None
+    l2_hit_rate_pct: float | None = None
+    stalls: list[StallReason] = Field(default_factory=list, description="top warp stall reasons")
+    roofline: Roofline | None = None
+    bound: str | None = Field(None, description="memory, compute, latency or balanced (from the throughputs)")
+
+
+class ProfileReport(BaseModel):
+    """Where a candidate's forward spends device time, kernel by kernel.
+
+    Taken after timing, in a separate run of the candidate, so it never changes a verdict or a
+    time. ``source`` says what measured it: Nsight Compute's counters, the torch profiler's
+    kernel list (names, times and launch shapes only) when counters cannot be read, or nothing.
+    """
+
+    source: str = Field(description="ncu, torch_profiler or none")
+    reason: str = Field("", description="why the source is not ncu (or why there is no profile)")
+    device_name: str = ""
+    shape: str = Field("", description="the input shape that was profiled")
+    kernels: list[KernelProfile] = Field(default_factory=list, description="slowest first")
+    total_time_us: float = 0.0
+    truncated: bool = Field(False, description="the forward launched more kernels than were profiled")
+    seconds: float = Field(0.0, description="wall time the profile cost")
+    notes: list[str] = Field(default_factory=list)
+
+    def supersedes(self, kept: ProfileReport | None) -> bool:
+        """Shown instead of ``kept``, the profile there before it: unless this one has no kernels
+        and ``kept`` has some (a failed profile never hides a good one)."""
+        return kept is None or bool(self.kernels) or not kept.kernels
+
+
 class Evaluation(BaseModel):
     """The verdict on one candidate source for one problem on one device.
 
@@ -122,6 +198,7 @@ class Evaluation(BaseModel):
     wall_seconds: float | None = Field(None, description="the whole evaluation; phase_seconds add up to it")
     shapes: list[ShapeResult] = Field(default_factory=list)
     trust: TrustReport | None = None
+    profile: ProfileReport | None = Field(None, description="per-kernel profile (GPU); not in the verdict")
     cached: bool = False
 
     @property

@@ -139,7 +139,8 @@ async def evaluate(ev: Any, n: int, settings: Any) -> Any:
 async def run(results: dict[str, Any], rows: list[Row]) -> None:
     from stark_mcp.evaluator import EvalSettings, Evaluator
 
-    settings = EvalSettings(baselines=("eager",), max_time_s=1.0)
+    # No profile step: it runs after the verdict, and the re-evaluation targets are about the verdict.
+    settings = EvalSettings(baselines=("eager",), max_time_s=1.0, profile=False)
     cache = Path(tempfile.mkdtemp(prefix="stark-bench-"))
     async with Evaluator(cache, settings) as ev:
         for label, n in SIZES.items():

@@ -16,6 +16,7 @@ from pydantic import BaseModel, PrivateAttr
 from stark_mcp.agents.errors import AgentError
 from stark_mcp.agents.observations import execution_result, render_observations
 from stark_mcp.agents.parsing import ADVICE_HEADER, split_plan_text
+from stark_mcp.agents.profiles import profiled_nodes, render_profile_table
 from stark_mcp.agents.templates import PromptTemplates, packaged
 from stark_mcp.llm import LLMRequest
 from stark_mcp.problems import Problem
@@ -177,6 +178,10 @@ def render_prompt(
 
     history_ids = _history_ids(node.id, root.id, window_ids)
     history = [render_entry(tree.get(i), templates) for i in history_ids]
+    if role == "plan" or (role == "generalist" and not node.has_bug):
+        table = render_profile_table(profiled_nodes(node, [tree.get(i) for i in history_ids]))
+        if table:
+            latest += "\n\n" + templates.fill("profile.md", table=table)
 
     status = node.status.value if node.status is not None else "not evaluated"
     instruction = templates.fill(

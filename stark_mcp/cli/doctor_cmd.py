@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from stark_mcp.config import Settings
 
 TOOLS = ("nvcc", "ninja", "ncu", "compute-sanitizer", "bwrap", "setpriv", "prlimit")
+OUTSIDE_TOOLS = ("ncu", "compute-sanitizer")
 TOOL_TIMEOUT_S = 10
 
 
@@ -69,7 +70,7 @@ def gather(settings: Settings) -> DoctorReport:
     import torch
 
     from stark_mcp import __version__
-    from stark_mcp.orchestrator.session import isolation_report
+    from stark_mcp.orchestrator.session import isolation_report, tool_paths
 
     devices = []
     if torch.cuda.is_available():
@@ -80,9 +81,10 @@ def gather(settings: Settings) -> DoctorReport:
         triton_version: str | None = triton.__version__
     except ImportError:
         triton_version = None
+    outside = tool_paths(settings)  # the profiler and sanitizer where the evaluator looks for them
     tools = []
     for name in TOOLS:
-        path = shutil.which(name)
+        path = outside.find(name) if name in OUTSIDE_TOOLS else shutil.which(name)
         tools.append(ToolCheck(name=name, path=path, version=_version_line(path) if path else ""))
     report = DoctorReport(
         version=__version__,

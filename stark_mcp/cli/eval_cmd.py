@@ -56,6 +56,11 @@ def summary(ev: Evaluation) -> str:
                      f"(tolerance {c.tolerance:.3g}), allclose 1e-2 {c.allclose_1e2}, 1e-4 {c.allclose_1e4}")
     if ev.flags:
         lines.append("flags: " + ", ".join(ev.flags))
+    if ev.profile is not None:
+        from stark_mcp.agents.profiles import describe, render_profile_table
+
+        lines.append("profile:\n" + (render_profile_table([("this", ev.profile)], per_node=8)
+                                      or "- " + describe(ev.profile)))
     if ev.trust is not None:
         lines += trust_lines(ev.trust)
     if ev.cached:

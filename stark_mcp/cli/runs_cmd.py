@@ -49,9 +49,17 @@ def show_command(
     exchanges: bool = typer.Option(False, "--exchanges", help="print the stored prompts and replies"),
     full: bool = typer.Option(
         False, "--full", help="with --exchanges: include the system message and prefix"),
+    profile: bool = typer.Option(
+        False, "--profile", help="print the kernel profiles (every profiled node, or --node's)"),
 ) -> None:
     """Print a run's tree (node, action, verdict, runtime, speedup, adherence) and leaderboard."""
-    from stark_mcp.orchestrator.report import render_exchanges, render_leaderboard, render_node, render_tree
+    from stark_mcp.orchestrator.report import (
+        render_exchanges,
+        render_leaderboard,
+        render_node,
+        render_profiles,
+        render_tree,
+    )
     from stark_mcp.orchestrator.session import open_reads
 
     async def show() -> str:
@@ -59,6 +67,9 @@ def show_command(
             run = await reads.get_run(run_id)
             if exchanges:
                 return render_exchanges(await reads.exchanges(run_id, node), full=full)
+            if profile:
+                tree = await reads.tree(run_id)
+                return render_profiles([tree.get(node)] if node is not None else list(tree))
             if node is not None:
                 return render_node(await reads.node(run_id, node))
             nodes = list(await reads.tree(run_id))

@@ -49,6 +49,7 @@ class WorkerResult(BaseModel):
     isolation: str = ""
     isolation_note: str = ""
     kernels: list[tuple[str, float]] | None = None
+    launches: list[dict[str, Any]] | None = None  # the same profile per launch, with launch shapes
 
 
 DEFENCES = [

@@ -15,28 +15,38 @@ import tempfile
 import time
 from collections import defaultdict
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from stark_mcp.evaluator import assemble
+from stark_mcp.evaluator import assemble, profiles
 from stark_mcp.evaluator.builds import BuildCache
 from stark_mcp.evaluator.cache import BaselineCache, ResultCache
 from stark_mcp.evaluator.errors import EvaluatorError
 from stark_mcp.evaluator.integrity import Integrity
+from stark_mcp.evaluator.outside_tools import ToolPaths
 from stark_mcp.evaluator.probe import DeviceInfo, Prober
 from stark_mcp.evaluator.sandbox.cgroups import remove_own, sweep_stale
 from stark_mcp.evaluator.sandbox.launch import unreadable_root
 from stark_mcp.evaluator.sandbox.levels import IsolationInfo, IsolationUnavailable, SandboxPolicy, detect
+from stark_mcp.evaluator.sanitizer_report import first_report, is_memory_error
 from stark_mcp.evaluator.settings import BASELINE_NAMES, EvalSettings
 from stark_mcp.evaluator.static_checks import check_candidate
 from stark_mcp.evaluator.stats import timing_stats
 from stark_mcp.evaluator.workers import WorkerClient, WorkerCrashed, problem_frame
 from stark_mcp.problems import Problem, ProblemError, source_hash
 from stark_mcp.progress import Progress
-from stark_mcp.records import Evaluation, Status, TimingStats
+from stark_mcp.records import Evaluation, ProfileReport, Status, TimingStats
 
-_STEPS = {"build": 1.0, "load": 2.0, "correctness": 3.0, "timing": 4.0, "baselines": 4.5}
+_STEPS = {
+    "build": 1.0,
+    "load": 2.0,
+    "correctness": 3.0,
+    "timing": 4.0,
+    "baselines": 4.5,
+    "profile": 4.8,
+    "sanitizer": 4.8,
+}
 _TOTAL = 5.0
 STALE_BASELINE = 0.10  # a cached compile baseline is used only if eager now agrees with eager then
 
@@ -45,6 +55,16 @@ STALE_BASELINE = 0.10  # a cached compile baseline is used only if eager now agr
 class _Shared:
     task: asyncio.Task[Evaluation]
     waiters: int = 0
+
+
+@dataclass
+class _Staged:
+    """A candidate ready for a worker: its job frame, or the build's verdict when it failed."""
+
+    job: dict[str, Any]
+    deferred: bool = False
+    logs: dict[str, str] = field(default_factory=dict)
+    failure: Evaluation | None = None
 
 
 class Evaluator:
@@ -57,9 +77,11 @@ class Evaluator:
         build_workers: int | None = None,
         hidden: list[Path] | None = None,
         policy: SandboxPolicy | None = None,
+        tool_paths: ToolPaths | None = None,
     ) -> None:
         self.cache_dir = Path(cache_dir)
         self.policy = policy or SandboxPolicy()
+        self.tool_paths = tool_paths or ToolPaths()  # Nsight Compute and compute-sanitizer, for profiles
         self.settings = settings or EvalSettings()
         self.prober = Prober(self.cache_dir)
         self.integrity = Integrity(self.cache_dir)
@@ -110,7 +132,7 @@ class Evaluator:
         key = f"{info.kind}:{info.name}"
         if key not in self._workers:
             self._workers[key] = WorkerClient(
-                info.kind, 0 if info.kind == "cuda" else None, self.hidden, self.policy
+                info.kind, 0 if info.kind == "cuda" else None, self.hidden, self.policy, self.tool_paths
             )
         return self._workers[key]
 
@@ -289,6 +311,12 @@ class Evaluator:
         if use_cache:
             hit = await asyncio.to_thread(results.get, key)
             if hit is not None:
+                if s.profile and hit.passed and hit.device == "cuda" and hit.profile is None:
+                    # Cached before profiles existed, or with profiling off: the verdict stands, the
+                    # profile is added and kept with it.
+                    profile = await self.profile(problem, source, device=info.kind, settings=s)
+                    hit = hit.model_copy(update={"profile": profile})
+                    await asyncio.to_thread(results.put, key, hit)
                 return hit.model_copy(update={"cached": True})
         shared = self._inflight.get(key)
         if shared is None:
@@ -356,6 +384,48 @@ class Evaluator:
         await asyncio.to_thread(results.put, key, evaluation)
         return evaluation
 
+    async def _stage(
+        self,
+        source: str,
+        digest: str,
+        info: DeviceInfo,
+        s: EvalSettings,
+        needs_build: bool,
+        note: Callable[[str], Awaitable[None]],
+        phase_seconds: dict[str, float],
+    ) -> _Staged:
+        """Build the candidate if it needs it and write its file: what a worker's job frame names."""
+        isolation = await self.isolation()
+        staged = _Staged(job={})
+        build_dir: str | None = None
+        if needs_build:
+            await note("build")
+            t0 = time.monotonic()
+            async with self._build_slots, self._build_locks[digest]:
+                outcome = await self.builds.build(source, digest, info, s.build_timeout_s, isolation)
+            phase_seconds["build"] = round(time.monotonic() - t0, 3)
+            if not outcome.ok:
+                assert outcome.status is not None
+                staged.failure = Evaluation(
+                    status=outcome.status,
+                    reason=outcome.reason,
+                    message=outcome.message,
+                    logs=outcome.logs,
+                    phase_seconds=phase_seconds,
+                )
+                return staged
+            staged.deferred, staged.logs = outcome.deferred, outcome.logs
+            build_dir = str(self.builds.directory(digest))
+        source_path = self._tmp / f"candidate-{digest}.py"
+        source_path.write_text(source, encoding="utf-8")
+        staged.job = {
+            "source_path": str(source_path),
+            "build_dir": build_dir,
+            "deferred": staged.deferred,
+            "build_in_place": isolation.level != "sandbox",
+        }
+        return staged
+
     async def _device_evaluation(
         self,
         problem: Problem,
@@ -368,30 +438,10 @@ class Evaluator:
         phase_seconds: dict[str, float],
     ) -> Evaluation:
         digest = base["source_hash"]
-        isolation = await self.isolation()
-        deferred = False
-        build_logs: dict[str, str] = {}
-        build_dir: str | None = None
-        if needs_build:
-            await note("build")
-            t0 = time.monotonic()
-            async with self._build_slots, self._build_locks[digest]:
-                outcome = await self.builds.build(source, digest, info, s.build_timeout_s, isolation)
-            phase_seconds["build"] = round(time.monotonic() - t0, 3)
-            if not outcome.ok:
-                assert outcome.status is not None
-                return Evaluation(
-                    status=outcome.status,
-                    reason=outcome.reason,
-                    message=outcome.message,
-                    logs=outcome.logs,
-                    phase_seconds=phase_seconds,
-                    **base,
-                )
-            deferred, build_logs = outcome.deferred, outcome.logs
-            build_dir = str(self.builds.directory(digest))
-        source_path = self._tmp / f"candidate-{digest}.py"
-        source_path.write_text(source, encoding="utf-8")
+        staged = await self._stage(source, digest, info, s, needs_build, note, phase_seconds)
+        if staged.failure is not None:
+            return staged.failure.model_copy(update=base)
+        deferred, build_logs = staged.deferred, staged.logs
 
         async def on_progress(frame: dict[str, Any]) -> None:
             await note(str(frame.get("phase", "")))
@@ -401,12 +451,7 @@ class Evaluator:
             "id": digest,
             "key": problem.hash,
             "settings": s.worker_dict(),
-            "job": {
-                "source_path": str(source_path),
-                "build_dir": build_dir,
-                "deferred": deferred,
-                "build_in_place": isolation.level != "sandbox",
-            },
+            "job": staged.job,
         }
         budget = (
             s.load_timeout_s
@@ -437,7 +482,147 @@ class Evaluator:
             if evaluation.speedups.get("eager", 0.0) > s.implausible_speedup:
                 flags.append("implausible_speedup")
         logs = {**build_logs, **evaluation.logs}
-        return evaluation.model_copy(update={"flags": flags, "logs": logs})
+        update: dict[str, Any] = {"flags": flags, "logs": logs}
+        if info.kind == "cuda":
+            after = await self._after_verdict(problem, source, info, s, note, staged.job, result, evaluation)
+            if "logs" in after:
+                after["logs"] = {**logs, **after["logs"]}
+            update.update(after)
+        return evaluation.model_copy(update=update)
+
+    # -- after the verdict: profile and sanitizer (GPU; never change the verdict or a time) ------------
+    async def _after_verdict(
+        self,
+        problem: Problem,
+        source: str,
+        info: DeviceInfo,
+        s: EvalSettings,
+        note: Callable[[str], Awaitable[None]],
+        job: dict[str, Any],
+        result: assemble.WorkerResult,
+        evaluation: Evaluation,
+    ) -> dict[str, Any]:
+        phases = dict(evaluation.phase_seconds)
+        if evaluation.passed and s.profile:
+            await note("profile")
+            t0 = time.monotonic()
+            label = result.shapes[0].label if result.shapes else ""
+            listed = result.launches or result.kernels
+            report = await self._profile_job(problem, source, info, s, job, listed, label)
+            phases["profile"] = round(time.monotonic() - t0, 3)
+            return {"profile": report, "phase_seconds": phases}
+        text = evaluation.message + "\n" + evaluation.logs.get("candidate", "")
+        failed = evaluation.status in (Status.RUNTIME_ERROR, Status.LOAD_ERROR)
+        failed_on_memory = failed and is_memory_error(text)
+        if s.sanitize and failed_on_memory:
+            await note("sanitizer")
+            t0 = time.monotonic()
+            found = await self._sanitize_job(problem, info, s, job)
+            phases["sanitizer"] = round(time.monotonic() - t0, 3)
+            return {"phase_seconds": phases, "logs": {"compute-sanitizer": found}}
+        return {}
+
+    async def _profile_job(
+        self,
+        problem: Problem,
+        source: str | None,
+        info: DeviceInfo,
+        s: EvalSettings,
+        job: dict[str, Any] | None,
+        listed: list[Any] | None = None,
+        label: str = "",
+    ) -> ProfileReport:
+        """Nsight Compute's profile through the worker. With ``listed`` (the evaluation's own torch
+        profile) the worker runs no fallback of its own: that list is the fallback."""
+        started = time.monotonic()
+        tools = self._worker(info).hello.get("tools") or {}
+        if listed is not None and not tools.get("ncu"):
+            report = profiles.from_kernels(listed, self.tool_paths.missing("ncu"), label)
+            return profiles.mark_own(report, source)
+        frame: dict[str, Any] = {
+            "cmd": "profile",
+            "key": problem.hash,
+            "settings": s.worker_dict(),
+            "fallback": listed is None,
+        }
+        frame.update({"reference": True} if job is None else {"job": job})
+        try:
+            deferred = s.build_timeout_s if job and job.get("deferred") else 0.0
+            answer = await self._command(
+                info, problem, s, frame, {"profile"}, 2 * (s.profile_timeout_s + deferred) + 120
+            )
+        except EvaluatorError as exc:
+            answer = {"source": "none", "reason": f"the profiling worker failed: {exc}", "shape": label}
+        seconds = time.monotonic() - started
+        report = profiles.from_answer(answer, source, s.profile_max_kernels, seconds)
+        if report.source == "none" and listed is not None:
+            fallback = profiles.from_kernels(listed, report.reason, report.shape or label, seconds)
+            report = profiles.mark_own(fallback, source)
+        return report
+
+    async def _sanitize_job(
+        self, problem: Problem, info: DeviceInfo, s: EvalSettings, job: dict[str, Any]
+    ) -> str:
+        """compute-sanitizer's first report on a candidate that failed with a memory error, or why
+        there is none (the debug agent reads it as a log)."""
+        frame = {"cmd": "sanitize", "key": problem.hash, "settings": s.worker_dict(), "job": job}
+        try:
+            deferred = s.build_timeout_s if job.get("deferred") else 0.0
+            answer = await self._command(
+                info, problem, s, frame, {"sanitized"}, s.sanitize_timeout_s + deferred + 120
+            )
+        except EvaluatorError as exc:
+            return f"compute-sanitizer could not run: {exc}"[:2000]
+        found = first_report(str(answer.get("report", "")))
+        if found:
+            return found
+        reason = str(answer.get("reason") or "")
+        return (
+            "compute-sanitizer memcheck reported no error"
+            + (f" ({reason})" if reason else "")
+            + ": the fault may depend on timing or on memory torch's caching allocator owns"
+        )[:2000]
+
+    async def profile(
+        self,
+        problem: Problem,
+        source: str | None,
+        device: str = "auto",
+        settings: EvalSettings | None = None,
+        progress: Progress | None = None,
+    ) -> ProfileReport:
+        """A profile of ``source`` (None: the problem's reference ``Model``) on demand: Nsight
+        Compute's counters per kernel, else the torch profiler's kernel list. Never raises for the
+        candidate or the machine: a CPU device, a candidate that does not build, a missing tool all
+        give a report that says so. Raises ``ProblemError`` for a problem that does not load."""
+        s = settings or self.settings
+        info = await self._device(device)
+        if info.kind != "cuda":
+            return profiles.unavailable(f"profiling needs a GPU; this device is the {info.kind}")
+        started = time.monotonic()
+
+        async def note(message: str) -> None:
+            if progress is not None:
+                await progress(0.0 if message == "build" else 1.0, 2.0, message)
+
+        job: dict[str, Any] | None = None
+        if source is not None:
+            static = check_candidate(source)
+            if static.status is not None:
+                return profiles.unavailable(f"the candidate cannot be profiled: {static.message}")
+            staged = await self._stage(source, source_hash(source), info, s, static.needs_build, note, {})
+            if staged.failure is not None:
+                return profiles.unavailable(
+                    f"the candidate does not build: {staged.failure.message[:1500]}",
+                    time.monotonic() - started,
+                )
+            job = staged.job
+        await note("profile")
+        report = await self._profile_job(problem, source, info, s, job)
+        report = report.model_copy(update={"seconds": round(time.monotonic() - started, 3)})
+        if progress is not None:
+            await progress(2.0, 2.0, f"profile: {report.source}")
+        return report
 
     async def _compile_baselines(
         self, problem: Problem, info: DeviceInfo, s: EvalSettings, result: assemble.WorkerResult

@@ -18,6 +18,9 @@ TIMING_FIELDS = (
     "input_sets",
     "cpu_threads",
 )
+# Steps that run after the verdict and never change it or a time: outside the settings hash, so
+# turning them on or off reuses cached results (a cached GPU result without a profile gets one).
+ADVISORY_FIELDS = ("profile", "profile_timeout_s", "profile_max_kernels", "sanitize", "sanitize_timeout_s")
 
 
 class EvalSettings(BaseModel):
@@ -44,6 +47,17 @@ class EvalSettings(BaseModel):
     fallback_tolerance: float = Field(1e-4, gt=0)
     min_own_kernel_share: float = Field(0.5, ge=0, le=1)
     implausible_speedup: float = Field(10.0, gt=1)
+    profile: bool = Field(
+        True,
+        description="GPU: profile the kernels of every passing candidate (ncu, else "
+        "the torch profiler's kernel list)",
+    )
+    profile_timeout_s: float = Field(90.0, gt=0, description="one profile run, tool start and report in")
+    profile_max_kernels: int = Field(40, ge=1, le=1000, description="kernel launches Nsight Compute replays")
+    sanitize: bool = Field(
+        True, description="GPU: run compute-sanitizer memcheck on candidates that fail with a memory error"
+    )
+    sanitize_timeout_s: float = Field(120.0, gt=0)
 
     @field_validator("baselines")
     @classmethod
@@ -57,11 +71,14 @@ class EvalSettings(BaseModel):
         data = self.model_dump(mode="json")
         if fields is not None:
             data = {k: data[k] for k in fields}
+        else:
+            data = {k: v for k, v in data.items() if k not in ADVISORY_FIELDS}
         return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
 
     @property
     def settings_hash(self) -> str:
-        """Covers every field: a cached result is reused only under identical settings."""
+        """Covers every field that can change a verdict or a time: a cached result is reused only
+        under identical settings (the advisory steps after the verdict are left out)."""
         return self._digest()
 
     @property

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from stark_mcp.evaluator.errors import EvaluatorError
+from stark_mcp.evaluator.outside_tools import ToolPaths
 from stark_mcp.evaluator.sandbox.env import scrub_env
 from stark_mcp.evaluator.sandbox.levels import SandboxPolicy
 
@@ -36,10 +37,16 @@ class WorkerCrashed(EvaluatorError):
 
 class WorkerClient:
     def __init__(
-        self, device: str, gpu_index: int | None, hidden: list[str], policy: SandboxPolicy | None = None
+        self,
+        device: str,
+        gpu_index: int | None,
+        hidden: list[str],
+        policy: SandboxPolicy | None = None,
+        tool_paths: ToolPaths | None = None,
     ) -> None:
         self.device, self.gpu_index, self.hidden = device, gpu_index, hidden
         self.policy = policy or SandboxPolicy()
+        self.tool_paths = tool_paths or ToolPaths()
         self.lock = asyncio.Lock()
         self.proc: asyncio.subprocess.Process | None = None
         self._reader: asyncio.StreamReader | None = None
@@ -73,6 +80,7 @@ class WorkerClient:
                 self._workdir,
                 str(self.gpu_index or 0),
                 self.policy.to_json(),
+                self.tool_paths.to_json(),
                 env=env,
                 stdin=asyncio.subprocess.DEVNULL,
                 stdout=asyncio.subprocess.DEVNULL,

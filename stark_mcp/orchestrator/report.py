@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+from stark_mcp.agents.profiles import render_profile_table
 from stark_mcp.records import ExchangeRecord, Node, RunRecord
 from stark_mcp.tree import Tree, leaderboard
 
@@ -136,3 +137,22 @@ def render_exchanges(exchanges: Sequence[ExchangeRecord], *, full: bool = False)
         parts.append("--- reply ---\n" + (exchange.reply.rstrip() or "(none)"))
         blocks.append("\n".join(parts))
     return "\n\n".join(blocks)
+
+
+def render_profiles(nodes: Sequence[Node], per_node: int = 8) -> str:
+    """The profiled nodes' slowest kernels, one table (what the planner sees, with more rows)."""
+    profiled = [
+        (n.id, n.evaluation.profile)
+        for n in nodes
+        if n.evaluation is not None and n.evaluation.profile is not None
+    ]
+    table = render_profile_table(profiled, per_node=per_node)  # type: ignore[arg-type]
+    if table:
+        skipped = [f"{node_id}: {p.reason or 'no kernels'}" for node_id, p in profiled if not p.kernels]
+        return table + ("\n\nprofiles without kernels: " + "; ".join(skipped) if skipped else "")
+    reasons = "; ".join(f"{node_id}: {p.reason}" for node_id, p in profiled if p.reason)
+    return (
+        "no profiles with kernels"
+        + (f" ({reasons})" if reasons else "")
+        + ": passing GPU attempts are profiled when they are evaluated; profile_kernel over MCP adds one"
+    )

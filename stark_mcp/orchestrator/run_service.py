@@ -34,6 +34,7 @@ from stark_mcp.records import (
     Action,
     Evaluation,
     Node,
+    ProfileReport,
     RunRecord,
     Status,
     StoredEvaluation,
@@ -93,7 +94,8 @@ class RunService(RunReads):
         loaded = problem if isinstance(problem, Problem) else resolve_problem(problem, name)
         resolved_device = await self.evaluator.resolve_device(device)
         settings = eval_settings or self.evaluator.settings
-        steps = float(len(settings.baselines) + 2)
+        profiling = resolved_device == "cuda" and settings.profile
+        steps = float(len(settings.baselines) + 2 + profiling)
 
         async def report(done: float, message: str) -> None:
             if progress is not None:
@@ -110,12 +112,18 @@ class RunService(RunReads):
         )
         if "eager" not in baselines:
             raise RunError(f"the eager baseline of {loaded.name} could not be timed")
+        root_evaluation = _root_evaluation(loaded, resolved_device, baselines)
+        if profiling:
+            # The first plans improve the reference: they see where its time goes.
+            await report(steps - 1, f"profiling the reference of {loaded.name}")
+            profile = await self.evaluator.profile(loaded, None, device=resolved_device, settings=settings)
+            root_evaluation = root_evaluation.model_copy(update={"profile": profile})
         run = await self.store.create_run(
             problem=loaded, device=resolved_device, strategy=strategy,
             policy=policy_config.model_dump(mode="json"), budget=budget,
             seed=seed if seed is not None else secrets.randbelow(2**31), name=name,
             config={**(config or {}), "eval_settings": settings.model_dump(mode="json")},
-            baselines=baselines, root_evaluation=_root_evaluation(loaded, resolved_device, baselines),
+            baselines=baselines, root_evaluation=root_evaluation,
         )
         await report(steps, f"run {run.id} created")
         return run, await self.node(run.id, "n0")
@@ -230,6 +238,22 @@ class RunService(RunReads):
         if run.status != status:
             await self.store.update_run(run_id, status=status)
         return node
+
+    async def profile_node(
+        self, run_id: str, node_id: str, *, progress: Progress | None = None
+    ) -> ProfileReport:
+        """Profile a node's source now (the root: the reference) and keep the profile with its
+        evaluation. A failed profile never replaces one that has kernels."""
+        run = await self.store.get_run(run_id)
+        node = await self.node(run_id, node_id)
+        if node.evaluation is None:
+            raise InvalidInput(f"node {node_id} of run {run_id} has not been evaluated: nothing to profile")
+        source = None if node.action is Action.ROOT else node.source
+        report = await self.evaluator.profile(
+            run.problem, source, device=run.device, settings=_run_settings(run), progress=progress
+        )
+        await self.store.add_profile(run_id, node_id, report)
+        return report
 
     # ---- helpers ----------------------------------------------------------------------------
 

@@ -20,6 +20,7 @@ from pydantic import ValidationError
 from stark_mcp.agents.templates import PromptTemplates
 from stark_mcp.config import Settings
 from stark_mcp.evaluator import BASELINE_NAMES, EvalSettings, Evaluator
+from stark_mcp.evaluator.outside_tools import ToolPaths
 from stark_mcp.evaluator.sandbox.levels import SandboxPolicy
 from stark_mcp.orchestrator.errors import InvalidInput
 from stark_mcp.orchestrator.own_module import CreatedProblem, create_problem
@@ -67,6 +68,11 @@ def isolation_report(settings: Settings) -> tuple[str | None, list[str], str | N
     return info.level, doctor_lines(info), None
 
 
+def tool_paths(settings: Settings) -> ToolPaths:
+    """Where the evaluator finds Nsight Compute and compute-sanitizer (profiles, memory errors)."""
+    return ToolPaths(ncu=settings.ncu, compute_sanitizer=settings.compute_sanitizer)
+
+
 def open_evaluator(settings: Settings, eval_settings: EvalSettings | None = None) -> Evaluator:
     """The evaluator on ``settings.cache``, hiding the data directories, at the configured isolation."""
     return Evaluator(
@@ -74,6 +80,7 @@ def open_evaluator(settings: Settings, eval_settings: EvalSettings | None = None
         eval_settings or EvalSettings(),
         hidden=data_dirs(settings),
         policy=sandbox_policy(settings),
+        tool_paths=tool_paths(settings),
     )
 
 

@@ -3,13 +3,16 @@
 Nodes are append-only rows (never changed once written), so a cached tree is made current
 by one indexed query for the nodes with a seq above the last one it holds: almost always
 none. A read therefore costs the new nodes, not the whole tree, and another process writing
-the same run (a second server, a CLI) is seen by the next read here.
+the same run (a second server, a CLI) is seen by the next read here. Profiles taken after a
+node was recorded (``profile_kernel``) live in their own append-only table and are laid over
+the nodes' evaluations the same way: one more indexed query, a rebuild only when one is new.
 """
 
 from __future__ import annotations
 
 from collections import OrderedDict
 
+from stark_mcp.records import Node, ProfileReport
 from stark_mcp.store import Store
 from stark_mcp.tree import Tree
 
@@ -24,6 +27,7 @@ class RunTrees:
         self._store = store
         self._capacity = capacity
         self._cached: OrderedDict[str, Tree] = OrderedDict()
+        self._profile_seq: dict[int, int] = {}  # id(tree) -> the last profile laid over it
 
     async def get(self, run_id: str) -> Tree:
         cached = self._cached.get(run_id)
@@ -35,12 +39,37 @@ class RunTrees:
         ):
             cached = current
             new = [n for n in new if n.seq > cached.latest().seq]
+        after = self._profile_seq.get(id(cached), 0) if cached is not None else 0
         if cached is None:
             cached = Tree(new)
         elif new:
             cached = cached.extended(new)
+        profiles = await self._store.profiles(run_id, after_seq=after)
+        if profiles:
+            cached = with_profiles(cached, [(node_id, report) for _, node_id, report in profiles])
+            after = profiles[-1][0]
+        self._profile_seq[id(cached)] = after
         self._cached[run_id] = cached
         self._cached.move_to_end(run_id)
         while len(self._cached) > self._capacity:
             self._cached.popitem(last=False)
+        live = {id(tree) for tree in self._cached.values()}
+        self._profile_seq = {key: seq for key, seq in self._profile_seq.items() if key in live}
         return cached
+
+
+def with_profiles(tree: Tree, profiles: list[tuple[str, ProfileReport]]) -> Tree:
+    """``tree`` with each (node id, profile), oldest first, over its node's evaluation where it
+    supersedes the one there (``ProfileReport.supersedes``)."""
+    nodes = {node.id: node for node in tree}
+    for node_id, report in profiles:
+        node = nodes.get(node_id)
+        if node is None or node.evaluation is None or not report.supersedes(node.evaluation.profile):
+            continue
+        nodes[node_id] = _profiled(node, report)
+    return Tree(nodes.values())
+
+
+def _profiled(node: Node, report: ProfileReport) -> Node:
+    assert node.evaluation is not None
+    return node.model_copy(update={"evaluation": node.evaluation.model_copy(update={"profile": report})})

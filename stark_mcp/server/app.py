@@ -17,6 +17,7 @@ from stark_mcp.llm import LLMBackend, backend_from_settings
 from stark_mcp.orchestrator.session import EvalSettings, open_service
 from stark_mcp.server.instructions import INSTRUCTIONS
 from stark_mcp.server.own_module import register_own_module
+from stark_mcp.server.profile_tools import register_profile_tools
 from stark_mcp.server.prompts import register_prompts
 from stark_mcp.server.report_resource import register_report_resource
 from stark_mcp.server.resources import register_resources
@@ -62,6 +63,7 @@ def build_server(
     )
     register_tools(server)
     register_own_module(server)
+    register_profile_tools(server)
     register_prompts(server)
     register_resources(server, shared)
     register_report_resource(server)

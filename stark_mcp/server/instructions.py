@@ -27,7 +27,9 @@ The loop (STARK: plan / code / debug roles over a tree of attempts):
    (for a problem made by create_problem: a drop-in module for the user's package).
 
 Also: list_runs, get_node, and optimize(run_id, budget) which runs the whole loop inside the server
-when it has an LLM API key. Prompts plan/code/debug render the same text as build_context.
+when it has an LLM API key. On a GPU every passing attempt is profiled per kernel (the plan prompt
+shows the table); profile_kernel(run_id, node_id) profiles one node on demand. Prompts
+plan/code/debug render the same text as build_context.
 Resources: stark://runs, stark://runs/{run_id}/tree, stark://runs/{run_id}/nodes/{node_id}/source,
 stark://runs/{run_id}/nodes/{node_id}/logs, stark://runs/{run_id}/best.
 """

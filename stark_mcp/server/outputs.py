@@ -10,7 +10,7 @@ from __future__ import annotations
 from pydantic import BaseModel, Field
 
 from stark_mcp.orchestrator.reads import LeaderboardEntry, RunSummary, finite
-from stark_mcp.records import Evaluation, ShapeResult, StoredEvaluation, TrustReport
+from stark_mcp.records import Evaluation, ProfileReport, ShapeResult, StoredEvaluation, TrustReport
 
 
 class RunCreated(BaseModel):
@@ -143,6 +143,9 @@ class NodeDetail(BaseModel):
     source: str
     adherence: float | None
     evaluation: EvaluationResult | None
+    profile: ProfileReport | None = Field(
+        None, description="where the node's forward spends device time, per kernel (GPU; see profile_kernel)"
+    )
 
 
 class OptimizeResult(BaseModel):

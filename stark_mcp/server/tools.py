@@ -226,7 +226,8 @@ async def list_runs(ctx: Context) -> RunList:
 
 async def get_node(run_id: RunId, node_id: NodeId, ctx: Context) -> NodeDetail:
     """One attempt in full: parent, children, the action that made it, its plan, source and the
-    server's evaluation of it (status, reason, message, runtime, speedups, logs)."""
+    server's evaluation of it (status, reason, message, runtime, speedups, logs), and its
+    per-kernel profile when it has one (GPU; profile_kernel takes one on demand)."""
     with tool_errors():
         tree = await app_state(ctx).service.tree(run_id)
         node = tree.get(node_id)
@@ -235,6 +236,7 @@ async def get_node(run_id: RunId, node_id: NodeId, ctx: Context) -> NodeDetail:
         run_id=run_id, node_id=node.id, parent_id=node.parent_id, action=node.action.value,
         children=children, plan=node.plan, source=node.source, adherence=node.adherence,
         evaluation=EvaluationResult.of(node.evaluation) if node.evaluation else None,
+        profile=node.evaluation.profile if node.evaluation else None,
     )
 
 

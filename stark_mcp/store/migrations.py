@@ -104,6 +104,23 @@ MIGRATIONS: tuple[Migration, ...] = (
             "CREATE INDEX exchanges_by_node ON exchanges (run_id, node_id, id)",
         ),
     ),
+    Migration(
+        2,
+        "profiles taken on demand after a node was recorded",
+        (
+            """
+            CREATE TABLE profiles (
+                seq INTEGER PRIMARY KEY AUTOINCREMENT,
+                run_id TEXT NOT NULL REFERENCES runs (id),
+                node_id TEXT NOT NULL,
+                profile_json TEXT NOT NULL,
+                created_at REAL NOT NULL,
+                FOREIGN KEY (run_id, node_id) REFERENCES nodes (run_id, id)
+            )
+            """,
+            "CREATE INDEX profiles_by_run ON profiles (run_id, seq)",
+        ),
+    ),
 )
 
 

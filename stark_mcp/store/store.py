@@ -26,6 +26,7 @@ from stark_mcp.records import (
     Evaluation,
     ExchangeRecord,
     Node,
+    ProfileReport,
     RunRecord,
     RunStatus,
     Status,
@@ -246,6 +247,39 @@ class Store:
             return node
 
         return await run_write(self._conn, self._lock, work)
+
+    async def add_profile(self, run_id: str, node_id: str, profile: ProfileReport) -> int:
+        """Keep a profile taken after a node was recorded (``profile_kernel``). Nodes are never
+        changed once written: profiles go in their own append-only table, and readers lay the
+        newest one over the node's evaluation (``ProfileReport.supersedes``). Returns its seq."""
+
+        async def work() -> int:
+            row = await self._one(
+                "SELECT evaluation_json IS NOT NULL FROM nodes WHERE run_id = ? AND id = ?", (run_id, node_id)
+            )
+            if row is None:
+                await self._require_run(run_id)
+                raise NotFound(f"no node {node_id!r} in run {run_id!r}")
+            if not row[0]:
+                raise StoreError(f"node {node_id!r} of run {run_id!r} has no evaluation to hold a profile")
+            cur = await self._conn.execute(
+                "INSERT INTO profiles (run_id, node_id, profile_json, created_at) VALUES (?, ?, ?, ?)",
+                (run_id, node_id, profile.model_dump_json(), time.time()),
+            )
+            assert cur.lastrowid is not None
+            return int(cur.lastrowid)
+
+        return await run_write(self._conn, self._lock, work)
+
+    async def profiles(self, run_id: str, *, after_seq: int = 0) -> list[tuple[int, str, ProfileReport]]:
+        """Profiles kept with ``add_profile``, oldest first, as (seq, node id, report); only those
+        with a seq above ``after_seq`` when given (one indexed query, like ``nodes``)."""
+        async with self._lock:
+            rows = await self._all(
+                "SELECT seq, node_id, profile_json FROM profiles WHERE run_id = ? AND seq > ? ORDER BY seq",
+                (run_id, after_seq),
+            )
+        return [(int(r[0]), str(r[1]), ProfileReport.model_validate_json(r[2])) for r in rows]
 
     async def get_node(self, run_id: str, node_id: str) -> Node:
         async with self._lock:

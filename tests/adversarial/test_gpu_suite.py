@@ -23,6 +23,8 @@ SETTINGS = EvalSettings(
     timing_timeout_s=120.0,
     load_timeout_s=60.0,
     build_timeout_s=300.0,
+    profile=False,
+    sanitize=False,
 )
 pytestmark = [
     pytest.mark.gpu,

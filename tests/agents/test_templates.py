@@ -9,7 +9,7 @@ from stark_mcp.agents.templates import PROMPTS_ENV, PromptTemplates, builtin_pro
 
 SHIPPED = [
     "system.md", "device_cuda.md", "device_cpu.md", "prefix.md", "body.md", "entry.md", "root.md",
-    "scaffold.md", "focus.md", "retry.md", "plan.md", "code.md", "debug.md", "generalist.md",
+    "scaffold.md", "profile.md", "focus.md", "retry.md", "plan.md", "code.md", "debug.md", "generalist.md",
     "plan_advice.md", "code_advice.md", "advice.md",
     "example_reference.py", "example_kernel_cuda.py", "example_kernel_cpu.py", "README.md",
 ]

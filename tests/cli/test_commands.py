@@ -169,6 +169,20 @@ def test_doctor_names_the_isolation_level_and_where_data_lives(home: Path) -> No
     assert {t["name"] for t in report["tools"]} >= {"nvcc", "ncu", "bwrap"}
 
 
+def test_doctor_finds_the_profiler_where_the_evaluator_does(
+    home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ncu = tmp_path / "my-ncu"
+    ncu.write_text("#!/bin/sh\necho 'Version 2025.1.0'\n")
+    ncu.chmod(0o755)
+    monkeypatch.setenv("STARK_NCU", str(ncu))
+    monkeypatch.setenv("STARK_COMPUTE_SANITIZER", "off")
+    report = json.loads(CliRunner().invoke(app, ["doctor", "--json"]).output)
+    tools = {t["name"]: t for t in report["tools"]}
+    assert tools["ncu"]["path"] == str(ncu) and tools["ncu"]["version"] == "Version 2025.1.0"
+    assert tools["compute-sanitizer"]["path"] is None
+
+
 def test_doctor_refuses_an_isolation_level_the_machine_cannot_give(
     home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -49,6 +49,10 @@ SETTINGS = EvalSettings(
     timing_timeout_s=90.0,
     baseline_timeout_s=120.0,
     max_time_s=1.0,
+    # Profiles and the sanitizer run after the verdict and cost 10-30 s each; tools/gpu_profiler.py
+    # checks them. Here they would only eat the suite's budget.
+    profile=False,
+    sanitize=False,
 )
 # Everything (builds, ~10 device evaluations, the infinite loop's timeout) must end well inside the
 # 300 s tools/gpu_check.py gives pytest; unfinished evaluations are cancelled and their tests fail.

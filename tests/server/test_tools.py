@@ -9,7 +9,10 @@ from typing import Any
 import pytest
 from mcp import Client
 
+from stark_mcp.config import Settings
+from stark_mcp.evaluator import profiles
 from stark_mcp.orchestrator.inputs import MAX_SOURCE_BYTES
+from stark_mcp.store import Store
 
 from .support import MODES, PROBLEM, ProgressLog, anchored_plan, error_text, make_server, ok, source
 
@@ -44,7 +47,7 @@ async def test_listing_names_annotations_and_schemas(served: Served, mode: str) 
         tools = {t.name: t for t in (await client.list_tools()).tools}
         assert set(tools) == {
             "create_run", "select_node", "build_context", "evaluate_kernel", "add_child", "leaderboard",
-            "list_runs", "get_node", "export_kernel", "optimize", "create_problem",
+            "list_runs", "get_node", "export_kernel", "optimize", "create_problem", "profile_kernel",
         }
         for name in ("select_node", "build_context", "leaderboard", "list_runs", "get_node", "export_kernel"):
             assert tools[name].annotations.read_only_hint is True, name
@@ -337,3 +340,36 @@ async def test_export_without_a_correct_node(served: Served, mode: str) -> None:
             {"run_id": run_id, "parent_id": "n0", "source": source("cand_crash")}))
         assert "no correct node" in error_text(await client.call_tool("export_kernel", {"run_id": run_id}))
         assert ok(await client.call_tool("leaderboard", {"run_id": run_id}))["entries"] == []
+
+
+async def test_profile_kernel_on_the_cpu_reports_why_and_is_kept(served: Served) -> None:
+    """On the CPU (no GPU in CI) the tool answers with a report saying profiling needs a GPU; the
+    report is kept beside the node, so get_node shows it. A profile with kernels, written by another
+    process, then reaches get_node and the planner's build_context, and a later failed profile does
+    not hide it. GPU profiles: tools/gpu_profiler.py."""
+    async with Client(served.server) as client:
+        before = ok(await client.call_tool("get_node", {"run_id": served.run_id, "node_id": "n0"}))
+        assert before["profile"] is None
+        answer = ok(await client.call_tool("profile_kernel", {"run_id": served.run_id, "node_id": "n0"}))
+        assert answer["source"] == "none" and "needs a GPU" in answer["summary"]
+        assert answer["table"] == "" and answer["profile"]["kernels"] == []
+        after = ok(await client.call_tool("get_node", {"run_id": served.run_id, "node_id": "n0"}))
+        assert after["profile"]["reason"] == answer["profile"]["reason"]
+        assert after["evaluation"] == before["evaluation"]  # the verdict and times are untouched
+        missing = error_text(await client.call_tool("profile_kernel",
+                                                    {"run_id": served.run_id, "node_id": "n404"}))
+        assert "n404" in missing
+
+        recorded = (Path(__file__).resolve().parents[1] / "fixtures" / "profiles" / "ncu_raw.csv").read_text()
+        report = profiles.from_answer({"source": "ncu", "report": recorded}, None, 40, 9.0)
+        async with await Store.open(Settings(home=served.home).database) as other:
+            await other.add_profile(served.run_id, "n0", report)
+        shown = ok(await client.call_tool("get_node", {"run_id": served.run_id, "node_id": "n0"}))
+        assert shown["profile"]["source"] == "ncu" and len(shown["profile"]["kernels"]) == 2
+        context = {"run_id": served.run_id, "node_id": "n0", "role": "plan"}
+        prompt = ok(await client.call_tool("build_context", context))["prompt"]
+        assert "### Profiles: where the device time goes" in prompt and "| n0 | sm80_xmma_gemm" in prompt
+        await client.call_tool("profile_kernel", {"run_id": served.run_id, "node_id": "n0"})
+        kept = ok(await client.call_tool("get_node", {"run_id": served.run_id, "node_id": "n0"}))
+        assert kept["profile"]["source"] == "ncu"  # a profile without kernels never hides one with
+        assert kept["evaluation"] == before["evaluation"]

@@ -148,3 +148,29 @@ async def test_a_write_cancelled_at_any_statement_lands_whole_and_leaves_the_sto
             assert all(n.plan == PLAN for n in nodes if n.source == label), label  # whole, if there
     # It held the lock before its first statement, so every cancelled write committed.
     assert [n.source for n in await store.nodes(root_run.id) if n.source in cancelled] == cancelled
+
+
+async def test_profiles_are_kept_beside_nodes_that_never_change(store: Store, root_run: RunRecord) -> None:
+    from stark_mcp.records import KernelProfile, ProfileReport
+
+    made = await store.add_node(
+        root_run.id, parent_id="n0", action=Action.PLAN, source="s", evaluation=passed(0.5)
+    )
+    kernel = KernelProfile(
+        name="void k(float*)", short_name="k", time_us=80.0, share=1.0, dram_throughput_pct=91.0
+    )
+    report = ProfileReport(source="ncu", device_name="GPU", seconds=9.5, total_time_us=80.0, kernels=[kernel])
+    first = await store.add_profile(root_run.id, made.id, report)
+    second = await store.add_profile(root_run.id, made.id, ProfileReport(source="none", reason="ncu denied"))
+    assert second > first
+    assert [(seq, node_id, p.source) for seq, node_id, p in await store.profiles(root_run.id)] == [
+        (first, made.id, "ncu"),
+        (second, made.id, "none"),
+    ]
+    assert [p.source for _, _, p in await store.profiles(root_run.id, after_seq=first)] == ["none"]
+    assert await store.get_node(root_run.id, made.id) == made  # the node row is untouched
+    with pytest.raises(NotFound):
+        await store.add_profile(root_run.id, "n99", report)
+    bare = await store.add_node(root_run.id, parent_id="n0", action=Action.PLAN, source="t")
+    with pytest.raises(StoreError, match="no evaluation"):
+        await store.add_profile(root_run.id, bare.id, report)

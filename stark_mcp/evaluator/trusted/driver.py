@@ -14,6 +14,7 @@ from typing import Any
 
 import torch
 
+from stark_mcp.evaluator.common.control import EXIT, PROFILE
 from stark_mcp.evaluator.common.regions import Region
 from stark_mcp.evaluator.trusted.problem import Call, LoadedProblem
 from stark_mcp.evaluator.trusted.runners import CallOutcome, RunnerHandle
@@ -142,10 +143,9 @@ class Driver:
         outcome = self.runner.call(shape, slot, call.args, before, timeout, self.bracket_after_inputs)
         return Made(outcome, call, slot)
 
-    def profile(self, shape: int, timeout: float) -> Any:
-        """One untimed, unchecked forward under the runner's profiler: its kernel list (or None)."""
-        from stark_mcp.evaluator.common.control import PROFILE
-
+    def profile(self, shape: int, timeout: float, meta: bool = False) -> Any:
+        """One untimed, unchecked forward under the runner's profiler: its kernel list (or None), or
+        with ``meta`` its whole answer (launch shapes too)."""
         call = self.problem.new_call(shape)
         slot = self.next_slot
 
@@ -157,7 +157,11 @@ class Driver:
         outcome = self.runner.call(shape, slot | PROFILE, call.args, before, timeout)
         if outcome.meta.get("ok") is not True:
             return str(outcome.meta.get("message", "no profile"))[:300]
-        return outcome.meta.get("kernels")
+        return outcome.meta if meta else outcome.meta.get("kernels")
+
+    def exit(self, timeout: float) -> None:
+        """Ask the runner to leave on its own (a tool wrapped around it writes its report then)."""
+        self.runner.call(0, EXIT, [], lambda: None, timeout)
 
     def snapshot(self, shape: int) -> list[torch.Tensor]:
         """A private copy of the published outputs, taken once the call is over."""

@@ -15,13 +15,14 @@ Standard library and torch only.
 from __future__ import annotations
 
 import os
+import select
 import signal
 import socket
 import sys
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -119,29 +120,86 @@ class RunnerHandle:
         self.side: control.WorkerSide | None = None
         self.regions: dict[str, Region] = {}
         self.fence = torch.zeros(1, device=device) if self.cuda else None
+        self._listener: socket.socket | None = None
+        self._handover: list[int] = []
         self._cpu_mark: int | None = None  # jail CPU time when the previous call ended
 
     # -- start ---------------------------------------------------------------------------------------
-    def start(self, spec: JailSpec, info: IsolationInfo) -> None:
-        """Start the jail now; the runner imports torch and waits for its setup (a spare until then)."""
-        ours, theirs = socket.socketpair()
-        self._sock = ours
+    def start(
+        self,
+        spec: JailSpec,
+        info: IsolationInfo,
+        connect: tuple[str, str] | None = None,
+        prefix: Sequence[str] = (),
+    ) -> None:
+        """Start the jail now; the runner imports torch and waits for its setup (a spare until then).
+
+        ``prefix`` wraps the runner's command (a profiler or a sanitizer). Such a launcher may not
+        pass inherited descriptors on, so with ``connect`` (the host path of a socket in a mount
+        and the path the jail sees) the runner fetches them from that socket instead."""
         block, block_fd = control.create()
         self.side = control.WorkerSide(block)
         go_r, go_w = control.nonblocking_pipe()
         done_r, done_w = control.nonblocking_pipe()
         log_r, log_w = os.pipe()
         self.go_bell, self.done_bell = go_w, done_r
-        child_fds = [theirs.fileno(), block_fd, go_r, done_w]
-        spec.argv = [sys.executable, "-P", "-X", "faulthandler", "-m", RUNNER_MODULE, *map(str, child_fds)]
+        runner = [sys.executable, "-P", "-X", "faulthandler", "-m", RUNNER_MODULE]
+        if connect is None:
+            ours, theirs = socket.socketpair()
+            self._sock = ours
+            child_fds = [theirs.fileno(), block_fd, go_r, done_w]
+            spec.argv = [*prefix, *runner, *map(str, child_fds)]
+            keep: list[int] = []
+        else:
+            listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            listener.bind(connect[0])  # before the jail starts: its writable mounts are handed to its uid
+            listener.listen(1)
+            self._listener = listener
+            theirs = None
+            child_fds = []
+            spec.argv = [*prefix, *runner, "--connect", connect[1]]
+            keep = [block_fd, go_r, done_w]
         try:
             self.jail = Jail.start(spec, info, pass_fds=tuple(child_fds), stdout=log_w, stderr=log_w)
         finally:
-            for fd in (block_fd, go_r, done_w, log_w):
+            for fd in [fd for fd in (block_fd, go_r, done_w) if fd not in keep] + [log_w]:
                 os.close(fd)
-            theirs.close()
+            if theirs is not None:
+                theirs.close()
+        self._handover = keep
         self.log = LogTail(log_r)
         self._fds = [go_w, done_r]
+
+    def _accept(self, deadline: float) -> None:
+        """A connecting runner: wait for it, then hand over its control block and doorbells."""
+        listener = self._listener
+        while True:
+            ready, _, _ = select.select([listener], [], [], min(0.2, max(0.01, deadline - time.monotonic())))
+            if ready:
+                conn, _ = listener.accept()
+                break
+            if not self.alive():
+                raise RunnerDied(self.death())
+            if time.monotonic() > deadline:
+                raise RunnerTimeout()
+        try:
+            socket.send_fds(conn, [b"C"], self._handover)
+        except OSError:
+            conn.close()
+            raise RunnerDied(self.death()) from None
+        self._sock = conn
+        self._close_handover()
+
+    def _close_handover(self) -> None:
+        for fd in self._handover:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        self._handover = []
+        if self._listener is not None:
+            self._listener.close()
+            self._listener = None
 
     def setup(
         self, setup: dict[str, Any], regions: dict[str, tuple[Region, int]], timeout: float
@@ -152,12 +210,14 @@ class RunnerHandle:
         self.regions = {k: regions[k][0] for k in names}
         setup = dict(setup)
         setup["regions"] = {k: {"index": i, "nbytes": regions[k][0].size} for i, k in enumerate(names)}
+        deadline = time.monotonic() + timeout
+        if self._listener is not None:
+            self._accept(deadline)
         try:
             socket.send_fds(self._sock, [b"R"], [regions[k][1] for k in names])
             frames.send(self._sock.fileno(), setup)
         except OSError:
             raise RunnerDied(self.death()) from None
-        deadline = time.monotonic() + timeout
         while True:
             try:
                 frame = frames.recv(
@@ -264,6 +324,7 @@ class RunnerHandle:
     def close(self) -> None:
         if self.jail is not None:
             self.jail.close()
+        self._close_handover()
         for fd in self._fds:
             try:
                 os.close(fd)

@@ -89,6 +89,7 @@ class Session:
         self.kernels: list[list[Any]] | None = (
             None  # reported by the candidate's own profiler: information only
         )
+        self.launches: list[dict[str, Any]] | None = None  # the same, per launch with its shape
         self.rng = random.Random(secrets.randbits(64))
 
     # -- entry ---------------------------------------------------------------------------------------
@@ -119,6 +120,7 @@ class Session:
             result["logs"] = {"candidate": log}
         result.update(
             kernels=self.kernels,
+            launches=self.launches,
             correctness=compare.summarize(self.checks) if self.checks else None,
             findings=self.findings,
             flags=self.flags,
@@ -166,21 +168,8 @@ class Session:
         self.driver = Driver(
             self.problem, runner, self.tools, int(job["slots"]), bool(self.s["bracket_after_inputs"])
         )
-        setup = {
-            "mode": "candidate",
-            "device": self.problem.device,
-            "module_path": f"{job['job']}/candidate.py",
-            "init_path": f"{job['job']}/init.pt",
-            "shapes": self.driver.shapes_setup(),
-            "timing": {"sleep_cycles": int(self.s["sleep_cycles"]), "spin_s": float(self.s["spin_s"])},
-            "threads": int(self.s["cpu_threads"]),
-            "poison": True,
-            "env": job.get("env", {}),
-            "sys_path": job.get("sys_path", []),
-        }
-        budget = float(self.s["load_timeout_s"]) + (
-            float(self.s["build_timeout_s"]) if job.get("deferred") else 0.0
-        )
+        setup = candidate_setup(self.problem, self.driver, job, self.s)
+        budget = load_budget(self.s, job)
         try:
             frame = runner.setup(setup, self.driver.regions(), budget)
         except RunnerTimeout:
@@ -326,17 +315,13 @@ class Session:
         if self.tools.cuda:
             assert self.driver is not None
             try:
-                kernels = self.driver.profile(0, budget.left())
+                answer = self.driver.profile(0, budget.left(), meta=True)
             except (RunnerDied, RunnerTimeout, ControlError):
-                kernels = None
-            if isinstance(kernels, str):
-                self.findings.append(f"no kernel profile: {kernels}")
-            if isinstance(kernels, list):
-                self.kernels = [
-                    [str(k[0])[:300], float(k[1])]
-                    for k in kernels[:64]
-                    if isinstance(k, list) and len(k) == 2 and isinstance(k[1], (int, float))
-                ]
+                answer = None
+            if isinstance(answer, str):
+                self.findings.append(f"no kernel profile: {answer}")
+            if isinstance(answer, dict):
+                self.kernels, self.launches = reported_kernels(answer)
         return shapes
 
     def _checked(self, forced: set[int], index: int) -> bool:
@@ -442,6 +427,50 @@ class Session:
                 "baseline": [base.reported_ms, base.bracket_ms],
             },
         }
+
+
+def candidate_setup(
+    problem: LoadedProblem,
+    driver: Driver,
+    job: dict[str, Any],
+    s: dict[str, Any],
+    profiling: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The setup frame of a candidate's runner; ``profiling`` when an outside tool wraps it."""
+    return {
+        "mode": "candidate",
+        "device": problem.device,
+        "module_path": f"{job['job']}/candidate.py",
+        "init_path": f"{job['job']}/init.pt",
+        "shapes": driver.shapes_setup(),
+        "timing": {"sleep_cycles": 0 if profiling else int(s["sleep_cycles"]), "spin_s": float(s["spin_s"])},
+        "threads": int(s["cpu_threads"]),
+        "poison": True,
+        "env": job.get("env", {}),
+        "sys_path": job.get("sys_path", []),
+        "profiling": profiling,
+    }
+
+
+def load_budget(s: dict[str, Any], job: dict[str, Any]) -> float:
+    return float(s["load_timeout_s"]) + (float(s["build_timeout_s"]) if job.get("deferred") else 0.0)
+
+
+def reported_kernels(answer: dict[str, Any]) -> tuple[list[list[Any]] | None, list[dict[str, Any]] | None]:
+    """The kernel list and launches a runner's profiler reported, bounded and typed (still untrusted)."""
+    listed = answer.get("kernels")
+    kernels = (
+        [
+            [str(k[0])[:300], float(k[1])]
+            for k in listed[:64]
+            if isinstance(k, list) and len(k) == 2 and isinstance(k[1], (int, float))
+        ]
+        if isinstance(listed, list)
+        else None
+    )
+    shown = answer.get("launches")
+    launches = [x for x in shown[:64] if isinstance(x, dict)] if isinstance(shown, list) else None
+    return kernels, launches
 
 
 def geomean(values: list[float]) -> float:

@@ -10,6 +10,8 @@ IN_FD; answers (and progress) leave as frames on OUT_FD:
   {"cmd": "evaluate", "id", "key", "job": {"source_path", "build_dir", "build_in_place", "deferred"},
    "settings"} -> {"kind": "progress", "phase"}* then {"kind": "result", ...}
   {"cmd": "baseline", "key", "name", "settings"} -> {"kind": "baseline", ...}
+  {"cmd": "profile", "key", "settings", "job" | "reference": true, "fallback"} -> {"kind": "profile", ...}
+  {"cmd": "sanitize", "key", "settings", "job"} -> {"kind": "sanitized", "report", "reason", "seconds"}
   {"cmd": "shutdown"}
 
 Standard library and torch only.
@@ -29,11 +31,12 @@ from typing import Any
 import torch
 
 from stark_mcp.evaluator.common import frames
+from stark_mcp.evaluator.outside_tools import TOOLS, ToolPaths
 from stark_mcp.evaluator.sandbox.cgroups import remove_own, sweep_stale
 from stark_mcp.evaluator.sandbox.env import scrub_env
 from stark_mcp.evaluator.sandbox.launch import JailSpec, Mount, inside_path
 from stark_mcp.evaluator.sandbox.levels import IsolationInfo, SandboxPolicy, detect
-from stark_mcp.evaluator.trusted import timing
+from stark_mcp.evaluator.trusted import profiling, timing
 from stark_mcp.evaluator.trusted.driver import DeviceTools, Driver
 from stark_mcp.evaluator.trusted.problem import LoadedProblem, ProblemFailure
 from stark_mcp.evaluator.trusted.runners import RunnerDied, RunnerHandle, RunnerTimeout
@@ -88,10 +91,18 @@ def _chown_tree(path: str, uid: int | None) -> None:
 
 class Spare:
     def __init__(
-        self, runner: RunnerHandle, folder: str, job: str, build: str, visible: list[str], settings_key: str
+        self,
+        runner: RunnerHandle,
+        folder: str,
+        job: str,
+        build: str,
+        visible: list[str],
+        settings_key: str,
+        out: str | None = None,
     ) -> None:
         self.runner, self.folder, self.job, self.build = runner, folder, job, build
         self.visible, self.settings_key = visible, settings_key
+        self.out = out  # a writable folder for an outside tool's report (profiler, sanitizer)
 
     def discard(self) -> None:
         self.runner.close()
@@ -105,8 +116,17 @@ class ProblemState:
 
 
 class Worker:
-    def __init__(self, out_fd: int, device: str, workdir: str, gpu_index: int, info: IsolationInfo) -> None:
+    def __init__(
+        self,
+        out_fd: int,
+        device: str,
+        workdir: str,
+        gpu_index: int,
+        info: IsolationInfo,
+        outside: ToolPaths | None = None,
+    ) -> None:
         self.out_fd, self.device, self.workdir = out_fd, device, workdir
+        self.outside = outside or ToolPaths()  # Nsight Compute and compute-sanitizer (trusted/profiling.py)
         self.cuda = device.startswith("cuda")
         # Our own CPU work (fresh inputs, comparisons) on one thread: intra-op threads spinning against
         # each other on a small loaded machine made a 64K-element comparison take 800 ms instead of 5.
@@ -299,8 +319,9 @@ class Worker:
         return state.baseline
 
     # -- spares --------------------------------------------------------------------------------------
-    def _spawn_spare(self, settings: dict[str, Any]) -> Spare:
-        """A candidate runner started ahead of time: jailed, torch imported, waiting for its work."""
+    def spawn_runner(self, settings: dict[str, Any], tool: profiling.Tool | None = None) -> Spare:
+        """A candidate runner started now: jailed, torch imported, waiting for its work. With
+        ``tool``, the tool is the jail's command around it and writes its report under ``out``."""
         folder = tempfile.mkdtemp(prefix="spare-", dir=self.workdir)
         job, build = os.path.join(folder, "job"), os.path.join(folder, "build")
         os.mkdir(job)
@@ -309,10 +330,24 @@ class Worker:
             os.chmod(path, 0o755)
         mounts = [Mount(job, "/tmp/job"), Mount(build, "/tmp/build", writable=True)]
         spec = self.jail_spec("candidate", settings)
-        spec.mounts = mounts
         runner = RunnerHandle("candidate", self.device, _spin(self.cuda))
-        runner.start(spec, self.info)
-        return Spare(runner, folder, job, build, list(self.visible), json_key(settings))
+        if tool is None:
+            spec.mounts = mounts
+            runner.start(spec, self.info)
+            return Spare(runner, folder, job, build, list(self.visible), json_key(settings))
+        out = os.path.join(folder, "out")
+        os.mkdir(out)
+        out_mount = Mount(out, profiling.OUT_INSIDE, writable=True)
+        spec.mounts = [*mounts, out_mount]
+        spec.env.update(tool.env)
+        inside = inside_path(self.info.level, out_mount)
+        runner.start(
+            spec,
+            self.info,
+            connect=(os.path.join(out, "ctl.sock"), f"{inside}/ctl.sock"),
+            prefix=tool.argv(inside),
+        )
+        return Spare(runner, folder, job, build, list(self.visible), json_key(settings), out)
 
     def _take_spare(self, settings: dict[str, Any]) -> Spare:
         while self.spares:
@@ -324,11 +359,11 @@ class Worker:
             ):
                 return spare
             spare.discard()
-        return self._spawn_spare(settings)
+        return self.spawn_runner(settings)
 
     def _refill_spares(self, settings: dict[str, Any]) -> None:
         while len(self.spares) < SPARES:
-            self.spares.append(self._spawn_spare(settings))
+            self.spares.append(self.spawn_runner(settings))
 
     # -- evaluation ----------------------------------------------------------------------------------
     def evaluate(self, cmd: dict[str, Any]) -> None:
@@ -338,24 +373,10 @@ class Worker:
             self.send({"kind": "infra_error", "id": eval_id, "message": "problem not loaded"})
             return
         settings = _session_settings(cmd["settings"], self.cuda)
-        job = dict(cmd["job"])
         started = time.monotonic()
         spare = self._take_spare(settings)
         try:
-            shutil.copyfile(job["source_path"], os.path.join(spare.job, "candidate.py"))
-            shutil.copyfile(os.path.join(state.job_dir, "init.pt"), os.path.join(spare.job, "init.pt"))
-            build_dir = job.get("build_dir")
-            if job.get("build_in_place") and build_dir:
-                build = build_dir
-                _chown_tree(build, spare.runner.jail.uid if spare.runner.jail else None)
-            else:
-                build = spare.build
-                if build_dir and os.path.isdir(build_dir):
-                    shutil.copytree(build_dir, build, symlinks=True, dirs_exist_ok=True)
-                _chown_tree(build, spare.runner.jail.uid if spare.runner.jail else None)
-            level = self.info.level
-            inside_build = "/tmp/build" if level == "sandbox" else build
-            inside_job = "/tmp/job" if level == "sandbox" else spare.job
+            job = self.stage(state, spare, cmd)
             baseline = self.eager(state, settings)
             baseline.bracket_after_inputs = bool(settings["bracket_after_inputs"])
             session = Session(
@@ -366,22 +387,9 @@ class Worker:
                 lambda phase: self.send({"kind": "progress", "id": eval_id, "phase": phase}),
             )
             setup_s = time.monotonic() - started
-            result = session.run(
-                spare.runner,
-                {
-                    "job": inside_job,
-                    "slots": self._slots(state.problem),
-                    "deferred": bool(job.get("deferred")),
-                    "env": {
-                        "TORCH_EXTENSIONS_DIR": inside_build,
-                        "TRITON_CACHE_DIR": f"{inside_build}/triton",
-                        **self.arch_env,
-                    },
-                    "sys_path": self.visible,
-                },
-            )
+            result = session.run(spare.runner, job)
             result["phase_seconds"]["worker_setup"] = round(setup_s, 3)
-            result.update(kind="result", id=eval_id, isolation=level, isolation_note=self.info.note)
+            result.update(kind="result", id=eval_id, isolation=self.info.level, isolation_note=self.info.note)
             self.send(result)
         except ProblemFailure as fail:
             self.send(
@@ -398,6 +406,62 @@ class Worker:
         finally:
             spare.discard()
             self._memory_settled()
+            self._refill_spares(settings)
+
+    def stage(self, state: ProblemState, spare: Spare, cmd: dict[str, Any]) -> dict[str, Any]:
+        """Give a started runner its files (the candidate, or the problem for ``reference``, the
+        constructor arguments, the candidate's build) and say where it sees them."""
+        job = dict(cmd.get("job") or {})
+        if cmd.get("reference"):
+            shutil.copyfile(os.path.join(state.job_dir, "problem.py"), os.path.join(spare.job, "problem.py"))
+        else:
+            shutil.copyfile(job["source_path"], os.path.join(spare.job, "candidate.py"))
+        shutil.copyfile(os.path.join(state.job_dir, "init.pt"), os.path.join(spare.job, "init.pt"))
+        build_dir = job.get("build_dir")
+        if job.get("build_in_place") and build_dir:
+            build = build_dir
+        else:
+            build = spare.build
+            if build_dir and os.path.isdir(build_dir):
+                shutil.copytree(build_dir, build, symlinks=True, dirs_exist_ok=True)
+        _chown_tree(build, spare.runner.jail.uid if spare.runner.jail else None)
+        sandbox = self.info.level == "sandbox"
+        inside_build = "/tmp/build" if sandbox else build
+        return {
+            "job": "/tmp/job" if sandbox else spare.job,
+            "slots": self._slots(state.problem),
+            "deferred": bool(job.get("deferred")),
+            "env": {
+                "TORCH_EXTENSIONS_DIR": inside_build,
+                "TRITON_CACHE_DIR": f"{inside_build}/triton",
+                **self.arch_env,
+            },
+            "sys_path": self.visible,
+        }
+
+    def slots(self, problem: LoadedProblem) -> int:
+        return self._slots(problem)
+
+    def memory_settled(self) -> None:
+        self._memory_settled()
+
+    # -- after the evaluation: outside tools (trusted/profiling.py) ------------------------------------
+    def profile(self, cmd: dict[str, Any]) -> None:
+        """Nsight Compute's counters for one forward of a candidate (or the reference)."""
+        state = self.problems[str(cmd["key"])]
+        settings = _session_settings(cmd["settings"], self.cuda)
+        try:
+            self.send(profiling.profile(self, state, cmd, settings))
+        finally:
+            self._refill_spares(settings)
+
+    def sanitize(self, cmd: dict[str, Any]) -> None:
+        """compute-sanitizer's first report on a candidate that failed with a memory error."""
+        state = self.problems[str(cmd["key"])]
+        settings = _session_settings(cmd["settings"], self.cuda)
+        try:
+            self.send(profiling.sanitize(self, state, cmd, settings))
+        finally:
             self._refill_spares(settings)
 
     def baseline(self, cmd: dict[str, Any]) -> None:
@@ -566,6 +630,7 @@ def _host_memory() -> int:
 def main(argv: list[str]) -> None:
     in_fd, out_fd, device, workdir = int(argv[0]), int(argv[1]), argv[2], argv[3]
     gpu_index, policy = int(argv[4]), SandboxPolicy.from_json(argv[5])
+    outside = ToolPaths.from_json(argv[6]) if len(argv) > 6 else ToolPaths()
     sys.path[:] = [p for p in sys.path if p not in ("", os.getcwd())]
     _prctl_subreaper_and_deathsig()
     if device.startswith("cuda") and (os.cpu_count() or 1) >= PIN_MIN_CORES:
@@ -573,7 +638,7 @@ def main(argv: list[str]) -> None:
     info = detect(policy)
     if info.cgroup:
         sweep_stale(info.cgroup)
-    worker = Worker(out_fd, device, workdir, gpu_index, info)
+    worker = Worker(out_fd, device, workdir, gpu_index, info, outside)
     frames.send(
         out_fd,
         {
@@ -582,6 +647,7 @@ def main(argv: list[str]) -> None:
             "isolation": worker.info.level,
             "isolation_note": worker.info.note,
             "pid": os.getpid(),
+            "tools": {name: outside.find(name) for name in TOOLS},
         },
     )
     worker.serve(in_fd)

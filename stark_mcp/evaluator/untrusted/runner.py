@@ -11,7 +11,9 @@ Standard library and torch only.
 
 from __future__ import annotations
 
+import contextlib
 import gc
+import json
 import os
 import socket
 import sys
@@ -25,10 +27,12 @@ from stark_mcp.evaluator.common import control, frames
 from stark_mcp.evaluator.common.regions import Region
 from stark_mcp.evaluator.sandbox.launch import die_with_parent
 from stark_mcp.evaluator.untrusted import loading
+from stark_mcp.evaluator.untrusted.kernel_list import kernel_totals, launches_from_trace
 from stark_mcp.evaluator.untrusted.outputs import describe_and_publish
 from stark_mcp.evaluator.untrusted.watch import FlagWatch, FunctionWatch
 
 SETUP_TIMEOUT_S = 60.0  # after the fds arrive, the frame follows at once
+CONNECT_TIMEOUT_S = 60.0  # the worker's socket exists before the jail starts; this bounds a lost one
 
 
 class Runner:
@@ -51,6 +55,8 @@ class Runner:
         self.last: Any = None
         self.inputs_region: Region | None = None
         self.outputs_region: Region | None = None
+        # Set when an outside profiler (Nsight Compute) wraps this process: the range it replays.
+        self.nvtx = str((setup.get("profiling") or {}).get("nvtx") or "")
 
     # -- setup ---------------------------------------------------------------------------------------
     def load(self, fds: list[int]) -> None:
@@ -156,31 +162,56 @@ class Runner:
         return reported_ns, {"ok": True, "out": tree, "flags": flags}
 
     def profile(self, shape: int, slot: int, args: list[Any]) -> dict[str, Any]:
-        """Device time per kernel name over one forward (the worker computes the own-kernel share)."""
+        """One forward for a profiler. Under an outside tool (Nsight Compute), only an NVTX range
+        around it, which tells the tool what to replay. Otherwise the torch profiler's device time
+        per kernel name (the worker computes the own-kernel share) and the launches' shapes."""
+        inputs = self._inputs(shape, slot, args)
+        if self.nvtx:
+            # Private copies, made outside the range: the replayed kernels then touch only memory of
+            # this process's own allocator, never the worker's shared mapping.
+            inputs = _private(inputs)
+            if self.cuda:
+                torch.cuda.synchronize()
+                torch.cuda.nvtx.range_push(self.nvtx)
+            try:
+                self.model(*inputs)
+                if self.cuda:
+                    torch.cuda.synchronize()
+            finally:
+                if self.cuda:
+                    torch.cuda.nvtx.range_pop()
+            return {"ok": True}
+        if not self.cuda:
+            return {"ok": True}
         from torch.profiler import ProfilerActivity, profile
 
-        inputs = self._inputs(shape, slot, args)
-        totals: dict[str, float] = {}
         with profile(activities=[ProfilerActivity.CUDA]) as prof:
             self.model(*inputs)
             torch.cuda.synchronize()
-        for evt in prof.events():
-            if evt.device_type == torch.autograd.DeviceType.CUDA:
-                us = getattr(evt, "device_time", None)
-                if us is None:
-                    us = getattr(evt, "cuda_time", 0.0)
-                totals[evt.name[:300]] = totals.get(evt.name[:300], 0.0) + float(us or 0.0)
-        top = sorted(totals.items(), key=lambda kv: -kv[1])[:64]
-        return {"ok": True, "kernels": [[name, us] for name, us in top]}
+        kernels = kernel_totals((evt.name, str(evt.device_type), _device_us(evt)) for evt in prof.events())
+        meta: dict[str, Any] = {"ok": True, "kernels": kernels}
+        try:  # launch shapes are only in the exported trace
+            path = os.path.join(os.environ.get("TMPDIR", "/tmp"), f"stark-trace-{os.getpid()}.json")
+            prof.export_chrome_trace(path)
+            with open(path) as fh:
+                meta["launches"] = launches_from_trace(json.load(fh))
+            os.unlink(path)
+        except Exception:  # noqa: BLE001 - shapes are a bonus; the kernel list stands without them
+            traceback.print_exc()
+        return meta
 
     def serve(self) -> None:
         seq, tampered = 0, []
         while True:
             control.wait_for(self.side.go_seq, seq + 1, self.go_bell, spin_s=self.spin_s, timeout=1e9)
             seq, shape, slot, args = self.side.go()
+            if slot & control.EXIT:
+                self.side.done(seq, 0, {"ok": True})
+                control.ring(self.done_bell)
+                self.exit()
             if slot & control.PROFILE:
                 try:
-                    meta = self.profile(shape, slot & ~control.PROFILE, args) if self.cuda else {"ok": True}
+                    meta = self.profile(shape, slot & ~control.PROFILE, args)
                 except BaseException as exc:  # noqa: BLE001 - a profile is optional
                     traceback.print_exc()
                     meta = {"ok": False, "message": loading.describe(exc)[:500]}
@@ -212,6 +243,33 @@ class Runner:
             tampered = self.functions.replaced()
             self.prepare(shape)
 
+    def exit(self) -> None:
+        """Leave when the worker asks (a runner under an outside tool): through libc's exit, so the
+        tool's injected library runs its exit handlers and writes out what it measured."""
+        sys.stdout.flush()
+        sys.stderr.flush()
+        if self.cuda:
+            with contextlib.suppress(BaseException):  # a faulted context cannot synchronize: leave anyway
+                torch.cuda.synchronize()
+        import ctypes
+
+        ctypes.CDLL(None).exit(0)
+
+
+def _private(value: Any) -> Any:
+    if isinstance(value, torch.Tensor):
+        return value.clone()
+    if isinstance(value, (list, tuple)):
+        return type(value)(_private(v) for v in value)
+    return value
+
+
+def _device_us(evt: Any) -> float:
+    us = getattr(evt, "device_time", None)
+    if us is None:
+        us = getattr(evt, "cuda_time", 0.0)
+    return float(us or 0.0)
+
 
 def any_arg(node: dict[str, Any]) -> bool:
     if node["k"] == "arg":
@@ -219,10 +277,33 @@ def any_arg(node: dict[str, Any]) -> bool:
     return any(any_arg(x) for x in node.get("items", []))
 
 
+def connect(path: str, timeout: float = CONNECT_TIMEOUT_S) -> tuple[int, int, int, int]:
+    """Under a launcher that may not pass file descriptors on (a profiler, a sanitizer), the runner
+    fetches them itself: it connects to the worker's socket at ``path`` and receives the control
+    block and the two doorbells; the connection then carries the frames."""
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            sock.connect(path)
+            break
+        except (FileNotFoundError, ConnectionRefusedError):
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
+    _msg, fds, _flags, _addr = socket.recv_fds(sock, 1, 3)
+    if len(fds) != 3:
+        os._exit(0)
+    return sock.detach(), fds[0], fds[1], fds[2]
+
+
 def main(argv: list[str]) -> None:
-    frames_fd, block_fd, go_bell, done_bell = (int(x) for x in argv[:4])
     sys.path[:] = [p for p in sys.path if p not in ("", os.getcwd())]
     die_with_parent()
+    if argv[0] == "--connect":
+        frames_fd, block_fd, go_bell, done_bell = connect(argv[1])
+    else:
+        frames_fd, block_fd, go_bell, done_bell = (int(x) for x in argv[:4])
     os.makedirs(os.environ.get("HOME", "/tmp"), exist_ok=True)
     if torch.cuda.is_available() and os.environ.get("CUDA_VISIBLE_DEVICES", "x") != "":
         torch.zeros(1, device="cuda")  # a spare initializes CUDA while it waits for work
