@@ -109,6 +109,10 @@ class Evaluator:
             self._gpu_choice = choose_gpus(self.gpus, gpus, visible_physical(os.environ, len(gpus)))
         return self._gpu_choice.model
 
+    async def device_info(self, device: str = "auto") -> DeviceInfo:
+        """What evaluations on ``device`` run on (one model per process: mixed GPUs are refused)."""
+        return await self._device(device)
+
     async def device_name(self, device: str = "auto") -> str:
         """The model evaluations on ``device`` are timed on (one per process: mixed GPUs are refused)."""
         return (await self._device(device)).name

@@ -21,22 +21,22 @@ from stark_mcp.records import Status
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "cpu"
 PROBLEM = load_problem(str(FIXTURES / "relu_sum.py"))
 CANDIDATE = (FIXTURES / "torch_ok.py").read_text()
-# Long enough per evaluation (about a second of timing) for two to overlap and for a kill to land inside.
-SLOW = EvalSettings(
-    baselines=("eager",), trials=2, warmup_s=0.0, min_time_s=0.6, max_time_s=0.8, input_sets=1, min_calls=3
+# A few tenths of a second of timing: a kill sent when timing starts lands inside it.
+QUICK = EvalSettings(
+    baselines=("eager",), trials=2, warmup_s=0.0, min_time_s=0.2, max_time_s=0.3, input_sets=1, min_calls=3
 )
 
 pytestmark = pytest.mark.anyio
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def anyio_backend() -> str:
     return "asyncio"
 
 
-@pytest.fixture
-async def two_workers(tmp_path: Path) -> AsyncIterator[Evaluator]:
-    async with Evaluator(tmp_path / "cache", SLOW, cpu_workers=2) as ev:
+@pytest.fixture(scope="module")
+async def two_workers(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Evaluator]:
+    async with Evaluator(tmp_path_factory.mktemp("pool") / "cache", QUICK, cpu_workers=2) as ev:
         yield ev
 
 
@@ -51,9 +51,9 @@ def overlapping(a: Lease, b: Lease) -> bool:
 
 async def test_two_workers_evaluate_at_once_and_never_two_on_one_worker(two_workers: Evaluator) -> None:
     results = await asyncio.gather(
-        *(two_workers.evaluate(PROBLEM, variant(n), device="cpu", use_cache=False) for n in range(4))
+        *(two_workers.evaluate(PROBLEM, variant(n), device="cpu", use_cache=False) for n in range(3))
     )
-    assert [r.status for r in results] == [Status.PASSED] * 4, [r.message for r in results]
+    assert [r.status for r in results] == [Status.PASSED] * 3, [r.message for r in results]
     leases = [lease for lease in (await two_workers.worker_pool("cpu")).history if lease.outcome == "ok"]
     assert {lease.slot for lease in leases} == {"cpu:0", "cpu:1"}
     for i, a in enumerate(leases):
@@ -68,6 +68,7 @@ async def test_a_worker_killed_mid_evaluation_is_retried_elsewhere_and_the_resul
     two_workers: Evaluator,
 ) -> None:
     pool = await two_workers.worker_pool("cpu")
+    pool.history.clear()
     killed: list[str] = []
 
     async def kill_in_timing(_done: float, _total: float | None, message: str) -> None:
