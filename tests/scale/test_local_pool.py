@@ -78,7 +78,9 @@ async def test_a_worker_killed_mid_evaluation_is_retried_elsewhere_and_the_resul
             os.kill(busy.handle.proc.pid, signal.SIGKILL)
             killed.append(busy.label)
 
-    result = await two_workers.evaluate(PROBLEM, variant(9), device="cpu", use_cache=False, progress=kill_in_timing)
+    result = await two_workers.evaluate(
+        PROBLEM, variant(9), device="cpu", use_cache=False, progress=kill_in_timing
+    )
     assert killed, "the evaluation never reached its timing phase"
     assert result.status is Status.PASSED, result.message
     outcomes = [(lease.slot, lease.outcome) for lease in pool.history]
@@ -94,7 +96,10 @@ async def test_a_slot_that_keeps_faulting_leaves_the_pool_and_an_empty_pool_says
         retired.append(slot.label)
 
     pool: SlotPool[str] = SlotPool(
-        [Slot("gpu:0", "bad"), Slot("gpu:1", "good")], max_faults=2, on_retire=retire, fault_types=(WorkerCrashed,)
+        [Slot("gpu:0", "bad"), Slot("gpu:1", "good")],
+        max_faults=2,
+        on_retire=retire,
+        fault_types=(WorkerCrashed,),
     )
 
     async def job(handle: str) -> str:
