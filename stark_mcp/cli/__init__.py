@@ -13,7 +13,7 @@ import sys
 import typer
 
 from stark_mcp import __version__
-from stark_mcp.cli import bench_cmd, eval_cmd, report_cmd, run_cmd, runs_cmd, serve_cmd
+from stark_mcp.cli import bench_cmd, doctor_cmd, eval_cmd, report_cmd, run_cmd, runs_cmd, serve_cmd
 from stark_mcp.errors import StarkError
 
 app = typer.Typer(
@@ -41,7 +41,7 @@ def root(
     # An explicit callback keeps typer from collapsing the app into its only command.
 
 
-for _group in (eval_cmd, run_cmd, runs_cmd, serve_cmd, bench_cmd, report_cmd):
+for _group in (eval_cmd, run_cmd, runs_cmd, serve_cmd, bench_cmd, report_cmd, doctor_cmd):
     _group.register(app)
 
 

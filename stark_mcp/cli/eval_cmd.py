@@ -15,7 +15,24 @@ from stark_mcp.cli.context import DEVICE_HELP, check_device, fail, settings_of, 
 from stark_mcp.cli.display import PhaseDisplay
 
 if TYPE_CHECKING:
-    from stark_mcp.records import Evaluation
+    from stark_mcp.records import Evaluation, TrustReport
+
+
+def trust_lines(trust: TrustReport) -> list[str]:
+    """What the trusted side checked: the isolation level, the calls it verified, both clocks."""
+    note = f" ({trust.isolation_note})" if trust.isolation_note else ""
+    lines = [f"isolation: {trust.isolation}{note}"]
+    if trust.calls:
+        lines.append(f"checked: {trust.checked_calls}/{trust.calls} calls compared by the trusted side, "
+                     f"{trust.timed_checked}/{trust.timed_calls} timed calls picked at random")
+    if trust.external_ms is not None:
+        reported = f"{trust.reported_ms:.4g} ms" if trust.reported_ms is not None else "nothing"
+        overhead = f", protocol overhead {trust.overhead_ms:.3g} ms" if trust.overhead_ms is not None else ""
+        side = "; eager re-timed side by side" if trust.baseline_side_by_side else ""
+        lines.append(f"clocks: candidate reported {reported}, trusted bound {trust.external_ms:.4g} ms"
+                     f"{overhead}{side}")
+    lines += [f"finding: {finding}" for finding in trust.findings]
+    return lines
 
 
 def summary(ev: Evaluation) -> str:
@@ -32,6 +49,8 @@ def summary(ev: Evaluation) -> str:
                      f"(tolerance {c.tolerance:.3g}), allclose 1e-2 {c.allclose_1e2}, 1e-4 {c.allclose_1e4}")
     if ev.flags:
         lines.append("flags: " + ", ".join(ev.flags))
+    if ev.trust is not None:
+        lines += trust_lines(ev.trust)
     if ev.cached:
         lines.append("(cached result)")
     for phase, text in ev.logs.items():

@@ -53,6 +53,17 @@ def sandbox_policy(settings: Settings) -> SandboxPolicy:
     )
 
 
+def isolation_report(settings: Settings) -> tuple[str | None, list[str], str | None]:
+    """(level, what doctor prints about it, why the configured level is refused) on this machine."""
+    from stark_mcp.evaluator.sandbox.levels import IsolationUnavailable, detect, doctor_lines
+
+    try:
+        info = detect(sandbox_policy(settings))
+    except IsolationUnavailable as exc:
+        return None, [], str(exc)
+    return info.level, doctor_lines(info), None
+
+
 def open_evaluator(settings: Settings, eval_settings: EvalSettings | None = None) -> Executor:
     """The evaluator on ``settings.cache``, hiding the data directories, at the configured isolation,
     on the configured executor (this host's GPUs of ``settings.gpus``, or a Ray cluster)."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 from pydantic import BaseModel, Field
 
 from stark_mcp.orchestrator.reads import LeaderboardEntry, RunSummary, finite
-from stark_mcp.records import Evaluation, StoredEvaluation
+from stark_mcp.records import Evaluation, StoredEvaluation, TrustReport
 
 
 class RunCreated(BaseModel):
@@ -61,6 +61,9 @@ class EvaluationResult(BaseModel):
     tolerance: float | None = None
     logs: dict[str, str] = Field(default_factory=dict, description="trimmed logs by phase")
     cached: bool = False
+    trust: TrustReport | None = Field(
+        None, description="what the trusted side checked: isolation, verified calls, both clocks, findings"
+    )
 
     @classmethod
     def of(cls, evaluation: Evaluation) -> EvaluationResult:
@@ -72,7 +75,7 @@ class EvaluationResult(BaseModel):
             speedups=finite(evaluation.speedups), flags=list(evaluation.flags),
             max_rel_error=correctness.rel_norm_error if correctness else None,
             tolerance=correctness.tolerance if correctness else None,
-            logs=dict(evaluation.logs), cached=evaluation.cached,
+            logs=dict(evaluation.logs), cached=evaluation.cached, trust=evaluation.trust,
         )
 
 

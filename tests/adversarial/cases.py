@@ -7,6 +7,10 @@
 An expectation is alternatives separated by ``|``: ``status/reason`` (``*`` for any reason), ``passed``
 (an honest control: passed, and the trusted clock agreed with what its process reported), or
 ``passed<=X`` (passing is allowed only without an unearned speedup: eager / candidate at most X).
+
+``rejected/timing_forged`` has a second safe outcome: a lie too small to tell from the bracket's noise
+(a tiny op on a loaded CPU) is not called forgery, but the trusted figure replaces it, so the run passes
+flagged ``timing_mismatch`` at its honest speed (at most ``WITHIN_NOISE_SPEEDUP``).
 Used by the CPU tests and by tools/gpu_adversarial.py, so it imports nothing from the tests.
 """
 
@@ -18,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
+WITHIN_NOISE_SPEEDUP = 1.3
 
 
 @dataclass(frozen=True)
@@ -104,6 +109,11 @@ def judge(case: Case, evaluation: Any) -> tuple[bool, str]:
     if evaluation.flags:
         seen += f" flags={','.join(evaluation.flags)}"
     for alt in case.expect:
+        if (alt.status, alt.reason, status) == ("rejected", "timing_forged", "passed"):
+            trusted_figure_used = "timing_mismatch" in evaluation.flags
+            if trusted_figure_used and speedup is not None and speedup <= WITHIN_NOISE_SPEEDUP:
+                return True, seen
+            continue
         if alt.status != status:
             continue
         if status == "passed":

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import io
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -152,3 +153,28 @@ def test_a_summary_is_a_table_in_a_terminal_and_key_value_lines_elsewhere() -> N
     table = _Terminal()
     print_summary("stark-mcp run r-1", [("best", "n2: 0.5 ms")], table)
     assert "┃" in table.getvalue() or "│" in table.getvalue()
+
+
+def test_doctor_names_the_isolation_level_and_where_data_lives(home: Path) -> None:
+    shown = CliRunner().invoke(app, ["doctor"])
+    assert shown.exit_code == 0, shown.output
+    assert shown.output.startswith(f"stark-mcp {__version__}")
+    level = next(line for line in shown.output.splitlines() if line.startswith("isolation: "))
+    assert level.removeprefix("isolation: ") in ("sandbox", "uid", "process")
+    assert f"database: {home / 'stark.db'}" in shown.output
+
+    as_json = CliRunner().invoke(app, ["doctor", "--json"])
+    report = json.loads(as_json.output)
+    assert report["isolation"] == level.removeprefix("isolation: ")
+    assert {t["name"] for t in report["tools"]} >= {"nvcc", "ncu", "bwrap"}
+
+
+def test_doctor_refuses_an_isolation_level_the_machine_cannot_give(
+    home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A bubblewrap that does not exist cannot make a sandbox, wherever this runs.
+    monkeypatch.setenv("STARK_BWRAP", str(tmp_path / "no-bwrap"))
+    monkeypatch.setenv("STARK_ISOLATION", "sandbox")
+    shown = CliRunner().invoke(app, ["doctor"])
+    assert shown.exit_code == 1
+    assert "isolation: REFUSED (sandbox requested): isolation sandbox is not possible" in shown.output

@@ -30,6 +30,18 @@ def test_json_verdict_and_exit_code_zero(tmp_path) -> None:
     assert set(data["baselines"]) == {"eager"} and data["speedups"]["eager"] > 0
     assert data["correctness"]["allclose_1e2"] is True and isinstance(data["flags"], list)
     assert (tmp_path / "cache" / "results").is_dir()
+    trust = data["trust"]
+    assert trust["isolation"] in ("sandbox", "uid", "process")
+    assert trust["calls"] >= trust["checked_calls"] > 0 and trust["external_ms"] > 0
+
+    # The same verdict for a person, from the cache: what the trusted side checked comes with it.
+    human = run_cli(str(FIXTURES / "relu_sum.py"), str(FIXTURES / "torch_ok.py"), "--device", "cpu",
+                    "--baselines", "eager", home=tmp_path)
+    assert human.returncode == 0, human.stderr
+    assert human.stdout.startswith("passed") and "(cached result)" in human.stdout
+    assert f"isolation: {trust['isolation']}" in human.stdout
+    assert f"checked: {trust['checked_calls']}/{trust['calls']} calls" in human.stdout
+    assert "clocks: candidate reported" in human.stdout and "trusted bound" in human.stdout
 
 
 def test_a_failing_candidate_still_exits_zero(tmp_path) -> None:

@@ -187,6 +187,9 @@ async def test_evaluate_kernel_verdicts(served: Served, mode: str, candidate: st
     if status == "passed":
         assert result["runtime_ms"] > 0 and result["speedups"]["eager"] > 0
         assert "add_child" in result["next"]
+        trust = result["trust"]
+        assert trust["isolation"] in ("sandbox", "uid", "process") and trust["checked_calls"] > 0
+        assert trust["external_ms"] > 0 and "fresh secret inputs" in " ".join(trust["defences"])
     else:
         assert result["runtime_ms"] is None and result["message"]
 

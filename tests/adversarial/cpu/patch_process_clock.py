@@ -1,11 +1,8 @@
 """Slows the harness's clock: time.process_time_ns reports a tenth of the truth.
 
-On an op this small (a few hundred microseconds of CPU time) the lie can sit within two slacks of
-the bracket; then the trusted figure is the one of record and the run passes at its honest speed.
-
 Class: the judge is patchable
 Problem: scaled_add
-Expect: rejected/timing_forged | rejected/tamper | passed<=1.3
+Expect: rejected/timing_forged | rejected/tamper
 """
 
 import torch
@@ -18,7 +15,6 @@ def reference_math(a, b, scale):
 
 def _find_runner():
     import gc
-
     gc.unfreeze()  # the harness froze its objects out of sight: an attacker thaws them first
     for obj in gc.get_objects():
         if type(obj).__name__ == "Runner" and hasattr(obj, "side") and hasattr(obj, "call"):
@@ -31,7 +27,6 @@ class ModelNew(nn.Module):
         super().__init__()
         self.scale = scale
         import time
-
         real = time.process_time_ns
         time.process_time_ns = lambda: real() // 10
 

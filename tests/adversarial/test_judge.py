@@ -1,0 +1,42 @@
+"""The suite's judge on made-up verdicts: what each expectation accepts and what it refuses."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+from adversarial import cases
+from stark_mcp.records import Status
+
+
+def verdict(status: Status, reason: str | None = None, speedup: float | None = None, flags=()) -> object:
+    return SimpleNamespace(status=status, reason=reason, speedups={"eager": speedup} if speedup else {},
+                           flags=list(flags))
+
+
+def case(expect: str) -> cases.Case:
+    return cases.Case(cases.HERE / "x.py", "k", "scaled_add", cases.parse_expect(expect))
+
+
+def test_forgery_is_met_by_rejection_or_by_the_trusted_figure_replacing_the_lie() -> None:
+    forged = case("rejected/timing_forged")
+    assert cases.judge(forged, verdict(Status.REJECTED, "timing_forged"))[0]
+    assert cases.judge(forged, verdict(Status.PASSED, speedup=0.95, flags=["timing_mismatch"]))[0]
+    # Without the flag the reported figure was used: the lie went unnoticed.
+    assert not cases.judge(forged, verdict(Status.PASSED, speedup=0.95))[0]
+    # With the flag but an unearned speedup, the trusted figure was not low enough to be the truth.
+    assert not cases.judge(forged, verdict(Status.PASSED, speedup=2.0, flags=["timing_mismatch"]))[0]
+    assert not cases.judge(forged, verdict(Status.REJECTED, "tamper"))[0]
+
+
+def test_honest_controls_must_pass_with_both_clocks_agreeing() -> None:
+    honest = case("passed")
+    assert cases.judge(honest, verdict(Status.PASSED, speedup=3.0))[0]
+    assert not cases.judge(honest, verdict(Status.PASSED, speedup=3.0, flags=["timing_mismatch"]))[0]
+    assert not cases.judge(honest, verdict(Status.WRONG_OUTPUT, "tolerance"))[0]
+
+
+def test_bounded_pass_and_any_reason() -> None:
+    bounded = case("wrong_output/* | passed<=1.35")
+    assert cases.judge(bounded, verdict(Status.WRONG_OUTPUT, "shape"))[0]
+    assert cases.judge(bounded, verdict(Status.PASSED, speedup=1.2))[0]
+    assert not cases.judge(bounded, verdict(Status.PASSED, speedup=1.5))[0]
