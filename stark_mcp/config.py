@@ -16,13 +16,15 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Literal, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 
 from stark_mcp.errors import StarkError
 
 Device = Literal["auto", "cpu", "cuda"]
 DEVICES: tuple[str, ...] = get_args(Device)
 Isolation = Literal["auto", "sandbox", "uid", "process"]
+Executor = Literal["local", "ray"]
+EXECUTORS: tuple[str, ...] = get_args(Executor)
 LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
 MODEL_ROLES = ("plan", "code", "debug", "generalist")
 
@@ -43,6 +45,9 @@ VARIABLES: dict[str, str] = {
     "sandbox_uid_base": "STARK_SANDBOX_UID_BASE",
     "ncu": "STARK_NCU",
     "compute_sanitizer": "STARK_COMPUTE_SANITIZER",
+    "gpus": "STARK_GPUS",
+    "executor": "STARK_EXECUTOR",
+    "ray_address": "STARK_RAY_ADDRESS",
 }
 ROLE_MODEL_PREFIX = "STARK_MODEL_"
 
@@ -85,6 +90,35 @@ class Settings(BaseModel):
         None, description="compute-sanitizer for memory errors: a path, or off (default: as ncu)"
     )
 
+    gpus: str = Field("all", description="GPUs to evaluate on: all (the visible ones) or indices like 0,1")
+    executor: Executor = Field("local", description="where evaluations run: local processes or a Ray cluster")
+    ray_address: str | None = Field(
+        None, description="Ray cluster to join (auto, ray://HOST:PORT); default: start a local one"
+    )
+
+    @field_validator("gpus")
+    @classmethod
+    def _gpus_spec(cls, value: str) -> str:
+        value = value.strip().lower().replace(" ", "")
+        if value == "all":
+            return value
+        parts = value.split(",")
+        if not parts or not all(p.isdigit() for p in parts) or len(set(parts)) != len(parts):
+            raise ValueError("use all, or distinct GPU indices separated by commas (0,1)")
+        return ",".join(str(int(p)) for p in parts)
+
+    def with_options(self, **values: object) -> Settings:
+        """These settings with command-line options laid over them (``None`` keeps the setting), checked
+        like the environment; a bad value raises ``ConfigError`` naming the option."""
+        given = {k: v for k, v in values.items() if v is not None}
+        try:
+            return type(self).model_validate({**dict(self), **given})
+        except ValidationError as exc:
+            error = exc.errors()[0]
+            field = str(error["loc"][0]) if error["loc"] else ""
+            option = "--" + field.replace("_", "-")
+            raise ConfigError(f"{option} {given.get(field)!r} is not usable: {error['msg']}") from None
+
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
         """Settings from ``environ`` (default ``os.environ``); an empty variable counts as unset."""
@@ -94,7 +128,7 @@ class Settings(BaseModel):
         }
         if "log_level" in values:
             values["log_level"] = str(values["log_level"]).strip().upper()
-        for lowered in ("device", "isolation"):
+        for lowered in ("device", "isolation", "executor"):
             if lowered in values:
                 values[lowered] = str(values[lowered]).strip().lower()
         roles = {role: env.get(ROLE_MODEL_PREFIX + role.upper(), "").strip() for role in MODEL_ROLES}

@@ -103,8 +103,8 @@ def plan_bench(spec: BenchSpec) -> BenchPlan:
         raise BenchError(f"--out {spec.out} is a file, not a folder")
     if not 1 <= spec.budget <= MAX_BUDGET:
         raise BenchError(f"--budget must be between 1 and {MAX_BUDGET}, got {spec.budget}")
-    if spec.parallel < 1:
-        raise BenchError(f"--parallel must be at least 1, got {spec.parallel}")
+    if spec.parallel < 0:
+        raise BenchError(f"--parallel must be 0 (one per evaluation worker) or more, got {spec.parallel}")
     if spec.device not in DEVICES:
         raise BenchError(f"--device must be one of {', '.join(DEVICES)}, not {spec.device!r}")
     if spec.language is not None and spec.language not in LANGUAGES:

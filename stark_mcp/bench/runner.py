@@ -212,7 +212,8 @@ class _Bench:
                 self.service,
                 run.id,
                 self.backend,
-                parallel=spec.parallel,
+                # 0: one expansion in flight per evaluation worker, so every GPU has work
+                parallel=spec.parallel or await self.service.evaluation_slots(run.device),
                 limits=self.limits,
                 progress=self._on_search,
             )

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from stark_mcp.cli.context import settings_of
+from stark_mcp.cli.context import EXECUTOR_HELP, GPUS_HELP, RAY_ADDRESS_HELP, scaled, settings_of
 from stark_mcp.errors import StarkError
 
 if TYPE_CHECKING:
@@ -156,7 +156,9 @@ def bench(
         None, "--backend", help="anthropic or scripted:FILE (replies consumed in order across the benchmark)"
     ),
     device: str = typer.Option("auto", "--device", help="auto, cuda or cpu"),
-    parallel: int = typer.Option(1, "--parallel", help="expansions in flight within each run"),
+    parallel: int = typer.Option(
+        0, "--parallel", help="expansions in flight within each run (default 0: one per evaluation worker)"
+    ),
     baselines: str = typer.Option(
         "eager,compile_default,compile_max_autotune", "--baselines", help="baselines to time, comma-separated"
     ),
@@ -169,6 +171,9 @@ def bench(
     report: bool = typer.Option(
         True, "--report/--no-report", help="write the report when the benchmark ends"
     ),
+    gpus: str | None = typer.Option(None, "--gpus", help=GPUS_HELP),
+    executor: str | None = typer.Option(None, "--executor", help=EXECUTOR_HELP),
+    ray_address: str | None = typer.Option(None, "--ray-address", help=RAY_ADDRESS_HELP),
 ) -> None:
     """Run every (problem, strategy) pair as one run, resumably, and write the report."""
     from pydantic import ValidationError
@@ -179,7 +184,7 @@ def bench(
     from stark_mcp.llm import backend_from_settings
     from stark_mcp.report.writer import write_bench_report
 
-    settings = settings_of(ctx)
+    settings = scaled(settings_of(ctx), gpus, executor, ray_address)
     try:
         extra: dict[str, Any] = json.loads(eval_overrides) if eval_overrides else {}
         if not isinstance(extra, dict):

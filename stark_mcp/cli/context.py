@@ -15,6 +15,11 @@ if TYPE_CHECKING:
     from stark_mcp.config import Settings
 
 DEVICE_HELP = "auto, cpu or cuda (default: STARK_DEVICE, else auto)"
+GPUS_HELP = "GPUs to evaluate on: all or indices like 0,1, all of one model (default: STARK_GPUS, else all)"
+EXECUTOR_HELP = "local (this host's GPUs) or ray (a Ray cluster) (default: STARK_EXECUTOR, else local)"
+RAY_ADDRESS_HELP = (
+    "with --executor ray: auto or ray://HOST:PORT (default: STARK_RAY_ADDRESS, else a new local one)"
+)
 
 
 def settings_of(ctx: typer.Context) -> Settings:
@@ -30,6 +35,12 @@ def settings_of(ctx: typer.Context) -> Settings:
             root.obj = Settings.from_env()
         logging.getLogger().setLevel(root.obj.log_level)
     return root.obj
+
+
+def scaled(settings: Settings, gpus: str | None, executor: str | None, ray_address: str | None) -> Settings:
+    """The settings with ``--gpus``, ``--executor`` and ``--ray-address`` laid over them."""
+    with user_errors():
+        return settings.with_options(gpus=gpus, executor=executor, ray_address=ray_address)
 
 
 def fail(message: str) -> typer.Exit:

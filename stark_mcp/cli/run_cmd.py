@@ -12,7 +12,17 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from stark_mcp.cli.context import DEVICE_HELP, check_device, fail, settings_of, user_errors
+from stark_mcp.cli.context import (
+    DEVICE_HELP,
+    EXECUTOR_HELP,
+    GPUS_HELP,
+    RAY_ADDRESS_HELP,
+    check_device,
+    fail,
+    scaled,
+    settings_of,
+    user_errors,
+)
 from stark_mcp.cli.display import PhaseDisplay, print_summary
 
 if TYPE_CHECKING:
@@ -85,6 +95,9 @@ def run_command(
         None, "--baselines", help="baselines to time, comma-separated (default: all of them)"),
     eval_overrides: str | None = typer.Option(
         None, "--eval-settings", help='JSON object of evaluator settings, e.g. {"trials": 3}'),
+    gpus: str | None = typer.Option(None, "--gpus", help=GPUS_HELP),
+    executor: str | None = typer.Option(None, "--executor", help=EXECUTOR_HELP),
+    ray_address: str | None = typer.Option(None, "--ray-address", help=RAY_ADDRESS_HELP),
 ) -> None:
     """Optimize PROBLEM with the STARK loop, calling the LLM API directly."""
     from stark_mcp.llm import backend_from_settings
@@ -92,7 +105,7 @@ def run_command(
     from stark_mcp.orchestrator.session import parse_eval_settings
     from stark_mcp.orchestrator.strategies import get_strategy
 
-    settings = settings_of(ctx)
+    settings = scaled(settings_of(ctx), gpus, executor, ray_address)
     if problem is None and resume is None:
         raise fail("give a PROBLEM file to start a run, or --resume RUN_ID to continue one")
     with user_errors():

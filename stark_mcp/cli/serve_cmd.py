@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import typer
 
-from stark_mcp.cli.context import settings_of, user_errors
+from stark_mcp.cli.context import (
+    EXECUTOR_HELP,
+    GPUS_HELP,
+    RAY_ADDRESS_HELP,
+    scaled,
+    settings_of,
+    user_errors,
+)
 
 
 def serve_command(
@@ -19,6 +26,9 @@ def serve_command(
     baselines: str | None = typer.Option(
         None, "--baselines", help="Comma-separated baselines to time (default: all of them).",
     ),
+    gpus: str | None = typer.Option(None, "--gpus", help=GPUS_HELP),
+    executor: str | None = typer.Option(None, "--executor", help=EXECUTOR_HELP),
+    ray_address: str | None = typer.Option(None, "--ray-address", help=RAY_ADDRESS_HELP),
 ) -> None:
     """Run the MCP server. Hosts launch it over stdio: `stark-mcp serve`."""
     # Imported here so that other subcommands never load the MCP SDK.
@@ -26,7 +36,7 @@ def serve_command(
     from stark_mcp.server import build_server
     from stark_mcp.server.transports import exposure_warning, serve_http, serve_stdio
 
-    settings = settings_of(ctx)
+    settings = scaled(settings_of(ctx), gpus, executor, ray_address)
     with user_errors():
         eval_settings = parse_eval_settings(baselines) if baselines is not None else None
     server = build_server(settings, eval_settings=eval_settings)

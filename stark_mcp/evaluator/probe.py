@@ -71,9 +71,12 @@ _PROBE = """
 import json, torch
 info = {"torch": str(torch.__version__), "cuda": torch.cuda.is_available()}
 if info["cuda"]:
-    props = torch.cuda.get_device_properties(0)
-    info.update(device_name=props.name, capability=f"{props.major}.{props.minor}",
-                l2_bytes=int(getattr(props, "L2_cache_size", 0) or 0), count=torch.cuda.device_count())
+    devices = []
+    for index in range(torch.cuda.device_count()):
+        props = torch.cuda.get_device_properties(index)
+        devices.append(dict(device_name=props.name, capability=f"{props.major}.{props.minor}",
+                            l2_bytes=int(getattr(props, "L2_cache_size", 0) or 0)))
+    info.update(devices[0], count=len(devices), devices=devices)
 print("STARK-PROBE " + json.dumps(info))
 """
 
@@ -86,7 +89,8 @@ def run_probe_process() -> dict[str, object]:
             capture_output=True,
             text=True,
             timeout=PROBE_TIMEOUT_S,
-            env=scrub_env(os.environ),
+            # The workers number GPUs in PCI bus order (workers.py); the probe must agree.
+            env={**scrub_env(os.environ), "CUDA_DEVICE_ORDER": "PCI_BUS_ID"},
             stdin=subprocess.DEVNULL,
             start_new_session=True,
         )
@@ -109,6 +113,7 @@ class Prober:
     def __init__(self, cache_dir: Path) -> None:
         self.path = cache_dir / "probe.json"
         self._cuda: DeviceInfo | None = None
+        self._gpus: list[DeviceInfo] = []
         self._known = False
 
     def cuda(self) -> DeviceInfo | None:
@@ -116,23 +121,34 @@ class Prober:
             return self._cuda
         key = _machine_key()
         cached = self._read(key)
-        if cached is None:
+        if cached is None or (cached.get("cuda") and "gpus" not in cached):  # older probes knew GPU 0 only
             record = run_probe_process()
             cached = {"cuda": bool(record.get("cuda"))}
             if cached["cuda"]:
-                cached["info"] = asdict(
-                    DeviceInfo(
-                        kind="cuda",
-                        name=str(record["device_name"]),
-                        torch_version=str(record["torch"]),
-                        capability=str(record["capability"]),
-                        l2_bytes=int(str(record.get("l2_bytes") or 0)),
+                devices = record.get("devices") or [record]
+                cached["gpus"] = [
+                    asdict(
+                        DeviceInfo(
+                            kind="cuda",
+                            name=str(d["device_name"]),
+                            torch_version=str(record["torch"]),
+                            capability=str(d["capability"]),
+                            l2_bytes=int(str(d.get("l2_bytes") or 0)),
+                        )
                     )
-                )
+                    for d in devices  # type: ignore[union-attr]
+                ]
+                cached["info"] = cached["gpus"][0]
             self._write(key, cached)
-        self._cuda = DeviceInfo(**cached["info"]) if cached.get("cuda") else None
+        self._gpus = [DeviceInfo(**g) for g in cached.get("gpus", [])]
+        self._cuda = self._gpus[0] if self._gpus else None
         self._known = True
         return self._cuda
+
+    def gpus(self) -> list[DeviceInfo]:
+        """Every visible GPU, in PCI bus order (the index ``--gpus`` names); empty without CUDA."""
+        self.cuda()
+        return list(self._gpus)
 
     def _read(self, key: str) -> dict | None:
         try:

@@ -1,9 +1,9 @@
 """``Evaluator``: the evaluation service behind every caller (CLI, MCP server, orchestrator).
 
 It resolves the device, answers from the signed result cache, shares identical in-flight
-evaluations, builds candidates in sandboxed builders on a CPU pool, and hands device work to the
-device's trusted worker (one warm process per device, ``workers.py``), which runs the candidate in
-its own jail. See docs/evaluator.md.
+evaluations, builds candidates in sandboxed builders on a CPU pool, and hands device work to a free
+trusted worker of the device's pool (one warm process per chosen GPU, ``workers.py``, leased whole
+by ``pool.py``), which runs the candidate in its own jail. See docs/evaluator.md and docs/scale.md.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import shutil
 import tempfile
 import time
 from collections import defaultdict
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,8 +23,10 @@ from stark_mcp.evaluator import assemble, profiles
 from stark_mcp.evaluator.builds import BuildCache
 from stark_mcp.evaluator.cache import BaselineCache, ResultCache
 from stark_mcp.evaluator.errors import EvaluatorError
+from stark_mcp.evaluator.gpus import GpuChoice, choose_gpus, parse_gpus, visible_physical
 from stark_mcp.evaluator.integrity import Integrity
 from stark_mcp.evaluator.outside_tools import ToolPaths
+from stark_mcp.evaluator.pool import Slot, SlotPool
 from stark_mcp.evaluator.probe import DeviceInfo, Prober
 from stark_mcp.evaluator.sandbox.cgroups import remove_own, sweep_stale
 from stark_mcp.evaluator.sandbox.launch import unreadable_root
@@ -78,8 +80,13 @@ class Evaluator:
         hidden: list[Path] | None = None,
         policy: SandboxPolicy | None = None,
         tool_paths: ToolPaths | None = None,
+        gpus: str | Sequence[int] | None = None,
+        cpu_workers: int = 1,
     ) -> None:
         self.cache_dir = Path(cache_dir)
+        self.gpus = parse_gpus(gpus)  # None: every visible GPU
+        self.cpu_workers = max(1, cpu_workers)
+        self._gpu_choice: GpuChoice | None = None
         self.policy = policy or SandboxPolicy()
         self.tool_paths = tool_paths or ToolPaths()  # Nsight Compute and compute-sanitizer, for profiles
         self.settings = settings or EvalSettings()
@@ -90,7 +97,7 @@ class Evaluator:
         self.builds = BuildCache(self.cache_dir / "builds", self.integrity)
         self._build_slots = asyncio.Semaphore(build_workers or max(1, (os.cpu_count() or 2) // 2))
         self._build_locks: dict[str, asyncio.Lock] = defaultdict(asyncio.Lock)
-        self._workers: dict[str, WorkerClient] = {}
+        self._pools: dict[str, SlotPool[WorkerClient]] = {}
         self._inflight: dict[tuple[str, ...], _Shared] = {}
         self._baseline_locks: dict[Path, asyncio.Lock] = {}
         self._tmp = Path(tempfile.mkdtemp(prefix="stark-eval-"))
@@ -104,8 +111,8 @@ class Evaluator:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
-        for worker in self._workers.values():
-            await worker.shutdown()
+        for pool in self._pools.values():
+            await asyncio.gather(*(slot.handle.shutdown() for slot in pool.slots))
         shutil.rmtree(self._tmp, ignore_errors=True)
         if self._isolation is not None and self._isolation.cgroup:
             remove_own(self._isolation.cgroup)
@@ -118,7 +125,28 @@ class Evaluator:
 
     async def _device(self, device: str) -> DeviceInfo:
         resolved = await asyncio.to_thread(self.prober.resolve, device)
-        return await asyncio.to_thread(self.prober.info, resolved)
+        if resolved != "cuda":
+            return await asyncio.to_thread(self.prober.info, resolved)
+        if self._gpu_choice is None:
+            gpus = await asyncio.to_thread(self.prober.gpus)
+            self._gpu_choice = choose_gpus(self.gpus, gpus, visible_physical(os.environ, len(gpus)))
+        return self._gpu_choice.model
+
+    async def device_info(self, device: str = "auto") -> DeviceInfo:
+        """What evaluations on ``device`` run on (one model per process: mixed GPUs are refused)."""
+        return await self._device(device)
+
+    async def device_name(self, device: str = "auto") -> str:
+        """The model evaluations on ``device`` are timed on (one per process: mixed GPUs are refused)."""
+        return (await self._device(device)).name
+
+    async def slots(self, device: str = "auto") -> int:
+        """How many evaluations on ``device`` can run at once: the pool's live workers."""
+        return len(self.pool(await self._device(device)).live)
+
+    async def worker_pool(self, device: str = "auto") -> SlotPool[WorkerClient]:
+        """The device's pool of trusted workers (its ``history`` records every lease)."""
+        return self.pool(await self._device(device))
 
     async def isolation(self) -> IsolationInfo:
         if self._isolation is None:
@@ -128,13 +156,36 @@ class Evaluator:
                 raise EvaluatorError(str(exc)) from None
         return self._isolation
 
-    def _worker(self, info: DeviceInfo) -> WorkerClient:
+    def pool(self, info: DeviceInfo) -> SlotPool[WorkerClient]:
         key = f"{info.kind}:{info.name}"
-        if key not in self._workers:
-            self._workers[key] = WorkerClient(
-                info.kind, 0 if info.kind == "cuda" else None, self.hidden, self.policy, self.tool_paths
+        if key not in self._pools:
+            if info.kind == "cuda":
+                assert self._gpu_choice is not None  # _device chose the GPUs before any pool is asked for
+                slots = [
+                    Slot(
+                        f"cuda:{index}",
+                        WorkerClient("cuda", physical, self.hidden, self.policy, self.tool_paths),
+                    )
+                    for index, physical in zip(
+                        self._gpu_choice.indices, self._gpu_choice.physical, strict=True
+                    )
+                ]
+            else:
+                slots = [
+                    Slot(f"cpu:{n}", WorkerClient(info.kind, None, self.hidden, self.policy, self.tool_paths))
+                    for n in range(self.cpu_workers)
+                ]
+
+            async def retire(slot: Slot[WorkerClient]) -> None:
+                await slot.handle.shutdown()
+
+            self._pools[key] = SlotPool(
+                slots,
+                what=f"evaluator's worker for {info.kind}",
+                on_retire=retire,
+                fault_types=(WorkerCrashed,),
             )
-        return self._workers[key]
+        return self._pools[key]
 
     # -- problems ------------------------------------------------------------------------------------
     def _problem_frame(self, problem: Problem, settings: EvalSettings) -> dict[str, Any]:
@@ -154,51 +205,36 @@ class Evaluator:
         timeout: float,
         progress: Any = None,
     ) -> dict[str, Any]:
-        """One worker command, retried once on a fresh worker if the first one crashed."""
-        worker = self._worker(info)
-        for attempt in (1, 2):
-            try:
-                answer = await worker.command(
-                    frame,
-                    expect=expect | {"problem_error"},
-                    timeout=timeout,
-                    on_progress=progress,
-                    problem=self._problem_frame(problem, settings),
-                )
-            except WorkerCrashed as exc:
-                if attempt == 2:
-                    raise EvaluatorError(
-                        f"the evaluator's worker for {info.kind} failed twice: {exc}"
-                    ) from None
-                continue
-            if answer.get("kind") == "problem_error":
-                raise ProblemError(
-                    f"{problem.name}: {answer.get('step')} failed: {answer.get('message')}\n"
-                    + str(answer.get("traceback", ""))[-2000:]
-                )
-            return answer
-        raise AssertionError("unreachable")
+        """One worker command on a free worker of the pool, retried on another if its worker crashed."""
+
+        async def job(worker: WorkerClient) -> dict[str, Any]:
+            return await worker.command(
+                frame,
+                expect=expect | {"problem_error"},
+                timeout=timeout,
+                on_progress=progress,
+                problem=self._problem_frame(problem, settings),
+            )
+
+        answer = await self.pool(info).run(job)
+        if answer.get("kind") == "problem_error":
+            raise ProblemError(
+                f"{problem.name}: {answer.get('step')} failed: {answer.get('message')}\n"
+                + str(answer.get("traceback", ""))[-2000:]
+            )
+        return answer
 
     async def check_problem(self, problem: Problem, device: str = "auto") -> None:
         """Import, build the reference, generate inputs for every shape, run it, check it fits."""
         await self._check_import_roots(problem)
         info = await self._device(device)
-        worker = self._worker(info)
-        for attempt in (1, 2):
-            try:
-                answer = await worker.load(self._problem_frame(problem, self.settings))
-            except WorkerCrashed as exc:
-                if attempt == 2:
-                    raise EvaluatorError(
-                        f"the evaluator's worker for {info.kind} failed twice: {exc}"
-                    ) from None
-                continue
-            if answer.get("kind") == "problem_error":
-                raise ProblemError(
-                    f"{problem.name}: {answer.get('step')} failed: {answer.get('message')}\n"
-                    + str(answer.get("traceback", ""))[-2000:]
-                )
-            return
+        frame = self._problem_frame(problem, self.settings)
+        answer = await self.pool(info).run(lambda worker: worker.load(frame))
+        if answer.get("kind") == "problem_error":
+            raise ProblemError(
+                f"{problem.name}: {answer.get('step')} failed: {answer.get('message')}\n"
+                + str(answer.get("traceback", ""))[-2000:]
+            )
 
     async def _check_import_roots(self, problem: Problem) -> None:
         """The trusted worker runs as us; candidates and baselines may run as a uid of their own,

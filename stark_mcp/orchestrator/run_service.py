@@ -18,7 +18,8 @@ from pydantic import ValidationError
 from stark_mcp.agents.parsing import split_plan_text
 from stark_mcp.agents.render import Prompt, render_prompt
 from stark_mcp.agents.templates import PromptTemplates, packaged
-from stark_mcp.evaluator import EvalSettings, Evaluator
+from stark_mcp.evaluator import EvalSettings
+from stark_mcp.evaluator.executor import Executor
 from stark_mcp.orchestrator.errors import BudgetExhausted, InvalidInput, RunError
 from stark_mcp.orchestrator.inputs import (
     check_candidate_source,
@@ -60,7 +61,7 @@ MAX_BUDGET = 10_000
 class RunService(RunReads):
     """Create runs, select, build contexts, evaluate and record attempts (and read, as ``RunReads``)."""
 
-    def __init__(self, store: Store, evaluator: Evaluator, templates: PromptTemplates | None = None) -> None:
+    def __init__(self, store: Store, evaluator: Executor, templates: PromptTemplates | None = None) -> None:
         super().__init__(store)
         self.evaluator = evaluator
         self.templates = templates or packaged()
@@ -122,7 +123,11 @@ class RunService(RunReads):
             problem=loaded, device=resolved_device, strategy=strategy,
             policy=policy_config.model_dump(mode="json"), budget=budget,
             seed=seed if seed is not None else secrets.randbelow(2**31), name=name,
-            config={**(config or {}), "eval_settings": settings.model_dump(mode="json")},
+            config={
+                **(config or {}),
+                "eval_settings": settings.model_dump(mode="json"),
+                "device_name": await self.evaluator.device_name(resolved_device),
+            },
             baselines=baselines, root_evaluation=root_evaluation,
         )
         await report(steps, f"run {run.id} created")
@@ -273,7 +278,20 @@ class RunService(RunReads):
                 return stored.evaluation
         return await self._evaluate(run, source, progress)
 
+    async def evaluation_slots(self, device: str = "auto") -> int:
+        """How many evaluations this process runs at once on ``device`` (its GPUs, or Ray actors)."""
+        return await self.evaluator.slots(device)
+
     async def _evaluate(self, run: RunRecord, source: str, progress: Progress | None) -> Evaluation:
+        # The run's speedups are against baselines timed on its model: never mix models in one run.
+        recorded = run.config.get("device_name")
+        if recorded:
+            here = await self.evaluator.device_name(run.device)
+            if here != recorded:
+                raise RunError(
+                    f"run {run.id} was timed on {recorded} but this process evaluates on {here}; a run "
+                    f"never mixes GPU models: continue it where a {recorded} is (--gpus), or start a new run"
+                )
         return await self.evaluator.evaluate(
             run.problem, source, device=run.device, settings=_run_settings(run), progress=progress
         )

@@ -19,7 +19,8 @@ from pydantic import ValidationError
 
 from stark_mcp.agents.templates import PromptTemplates
 from stark_mcp.config import Settings
-from stark_mcp.evaluator import BASELINE_NAMES, EvalSettings, Evaluator
+from stark_mcp.evaluator import BASELINE_NAMES, EvalSettings
+from stark_mcp.evaluator.executor import Executor, open_executor
 from stark_mcp.evaluator.outside_tools import ToolPaths
 from stark_mcp.evaluator.sandbox.levels import SandboxPolicy
 from stark_mcp.orchestrator.errors import InvalidInput
@@ -73,14 +74,18 @@ def tool_paths(settings: Settings) -> ToolPaths:
     return ToolPaths(ncu=settings.ncu, compute_sanitizer=settings.compute_sanitizer)
 
 
-def open_evaluator(settings: Settings, eval_settings: EvalSettings | None = None) -> Evaluator:
-    """The evaluator on ``settings.cache``, hiding the data directories, at the configured isolation."""
-    return Evaluator(
+def open_evaluator(settings: Settings, eval_settings: EvalSettings | None = None) -> Executor:
+    """The evaluator on ``settings.cache``, hiding the data directories, at the configured isolation,
+    on the configured executor (this host's GPUs of ``settings.gpus``, or a Ray cluster)."""
+    return open_executor(
+        settings.executor,
         settings.cache,
         eval_settings or EvalSettings(),
         hidden=data_dirs(settings),
         policy=sandbox_policy(settings),
         tool_paths=tool_paths(settings),
+        gpus=settings.gpus,
+        ray_address=settings.ray_address,
     )
 
 

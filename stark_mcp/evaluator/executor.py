@@ -1,0 +1,95 @@
+"""The seam between the callers (``RunService``, the server, ``bench``) and where evaluations run.
+
+``Executor`` is what a caller may use; two implementations keep it:
+- ``local``: ``Evaluator`` itself (``service.py``), one trusted worker per chosen GPU of this host,
+  leased whole by ``pool.py``, builds on a CPU pool of this host;
+- ``ray``: ``RayExecutor`` (``ray_executor.py``), the same ``Evaluator`` inside one Ray actor per GPU
+  of a cluster, builds as Ray CPU tasks, results back as validated records.
+Callers choose one only where they are constructed (``open_executor``); nothing else changes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Literal, Protocol, runtime_checkable
+
+from stark_mcp.evaluator.outside_tools import ToolPaths
+from stark_mcp.evaluator.sandbox.levels import IsolationInfo, SandboxPolicy
+from stark_mcp.evaluator.settings import EvalSettings
+from stark_mcp.problems import Problem
+from stark_mcp.progress import Progress
+from stark_mcp.records import Evaluation, ProfileReport, TimingStats
+
+ExecutorKind = Literal["local", "ray"]
+
+
+@runtime_checkable
+class Executor(Protocol):
+    """Checks problems, times baselines, evaluates candidates; an async context manager (docs/scale.md)."""
+
+    settings: EvalSettings
+
+    async def __aenter__(self) -> Executor: ...
+
+    async def __aexit__(self, *exc: object) -> None: ...
+
+    async def resolve_device(self, device: str = "auto") -> str: ...
+
+    async def device_name(self, device: str = "auto") -> str: ...
+
+    async def slots(self, device: str = "auto") -> int: ...
+
+    async def isolation(self) -> IsolationInfo: ...
+
+    async def check_problem(self, problem: Problem, device: str = "auto") -> None: ...
+
+    async def baselines(
+        self,
+        problem: Problem,
+        device: str = "auto",
+        which: list[str] | tuple[str, ...] | None = None,
+        progress: Progress | None = None,
+    ) -> dict[str, TimingStats]: ...
+
+    async def evaluate(
+        self,
+        problem: Problem,
+        source: str,
+        device: str = "auto",
+        settings: EvalSettings | None = None,
+        progress: Progress | None = None,
+        use_cache: bool = True,
+    ) -> Evaluation: ...
+
+    async def profile(
+        self,
+        problem: Problem,
+        source: str | None,
+        device: str = "auto",
+        settings: EvalSettings | None = None,
+        progress: Progress | None = None,
+    ) -> ProfileReport: ...
+
+
+def open_executor(
+    kind: ExecutorKind,
+    cache_dir: Path,
+    settings: EvalSettings,
+    *,
+    hidden: list[Path],
+    policy: SandboxPolicy,
+    tool_paths: ToolPaths | None = None,
+    gpus: str | Sequence[int] | None = None,
+    ray_address: str | None = None,
+) -> Executor:
+    """The executor ``kind`` over ``cache_dir`` (not entered yet: use it as ``async with``)."""
+    if kind == "ray":
+        from stark_mcp.evaluator.ray_executor import RayExecutor
+
+        return RayExecutor(
+            cache_dir, settings, hidden=hidden, policy=policy, tool_paths=tool_paths, address=ray_address
+        )
+    from stark_mcp.evaluator.service import Evaluator
+
+    return Evaluator(cache_dir, settings, hidden=hidden, policy=policy, tool_paths=tool_paths, gpus=gpus)

@@ -1,0 +1,484 @@
+"""``--executor ray``: one evaluation actor per GPU of a Ray cluster, builds as Ray CPU tasks.
+
+Each actor runs the same ``Evaluator`` as the local executor (its own trusted worker, the same
+sandbox and trust boundary on its node), pinned to the GPU Ray gave it (``{"GPU": 1}``); on a
+cluster without GPUs, one actor per spare CPU slot evaluates on the CPU (for tests). The database
+and the search stay in the driver. What an actor sends back is JSON text, validated into the
+pydantic records on receipt and checked against what was asked; a dict from an actor is never
+trusted as is. A build runs as a CPU task on the node of the actor that will time it (the build
+cache is per node); a dead actor is replaced and its evaluation retried on another through the
+same pool as the local executor. Ray is an optional extra: ``pip install 'stark-mcp[ray]'``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from pydantic import TypeAdapter, ValidationError
+
+from stark_mcp.errors import StarkError
+from stark_mcp.evaluator.errors import EvaluatorError
+from stark_mcp.evaluator.outside_tools import ToolPaths
+from stark_mcp.evaluator.pool import Slot, SlotPool
+from stark_mcp.evaluator.sandbox.levels import IsolationInfo, SandboxPolicy
+from stark_mcp.evaluator.settings import EvalSettings
+from stark_mcp.evaluator.static_checks import check_candidate
+from stark_mcp.problems import Problem, ProblemError, source_hash
+from stark_mcp.progress import Progress
+from stark_mcp.records import Evaluation, ProfileReport, TimingStats
+
+INSTALL_HINT = "pip install 'stark-mcp[ray]'"
+_BASELINES = TypeAdapter(dict[str, TimingStats])
+_ERRORS: dict[str, type[StarkError]] = {"ProblemError": ProblemError, "EvaluatorError": EvaluatorError}
+
+
+class ActorLost(EvaluatorError):
+    """An evaluation actor died (its node, process or GPU failed) while serving a job."""
+
+
+def import_ray() -> Any:
+    try:
+        import ray
+    except ImportError:
+        raise EvaluatorError(
+            f"--executor ray needs Ray, which is not installed here: {INSTALL_HINT}"
+        ) from None
+    return ray
+
+
+def _problem_text(problem: Problem) -> str:
+    return problem.model_dump_json(exclude={"hash"})
+
+
+def _error_text(exc: StarkError) -> str:
+    name = "ProblemError" if isinstance(exc, ProblemError) else "EvaluatorError"
+    return json.dumps({"error": name, "message": str(exc)})
+
+
+class EvaluationActor:
+    """Runs inside a Ray actor: an ``Evaluator`` on this actor's device, answering in JSON text."""
+
+    def __init__(
+        self, cache_dir: str, settings: str, hidden: list[str], policy: str, device: str, tools: str
+    ) -> None:
+        from stark_mcp.evaluator.service import Evaluator
+
+        self.device = device
+        self.evaluator = Evaluator(
+            Path(cache_dir),
+            EvalSettings.model_validate_json(settings),
+            hidden=[Path(h) for h in hidden],
+            policy=SandboxPolicy.from_json(policy),
+            tool_paths=ToolPaths.from_json(tools),
+        )
+        self.evaluator.integrity.key  # noqa: B018  the node's signing key exists before any build task races for it
+
+    async def describe(self) -> str:
+        import ray
+
+        await self.evaluator.__aenter__()
+        info = await self.evaluator.device_info(self.device)
+        return json.dumps(
+            {
+                "pid": os.getpid(),
+                "node": ray.get_runtime_context().get_node_id(),
+                "device": info.kind,
+                "info": dataclasses.asdict(info),
+            }
+        )
+
+    async def isolation(self) -> str:
+        return json.dumps(dataclasses.asdict(await self.evaluator.isolation()))
+
+    async def check_problem(self, problem: str) -> str:
+        try:
+            await self.evaluator.check_problem(Problem.model_validate_json(problem), device=self.device)
+        except StarkError as exc:
+            return _error_text(exc)
+        return "{}"
+
+    async def baselines(self, problem: str, which: list[str] | None) -> str:
+        try:
+            found = await self.evaluator.baselines(
+                Problem.model_validate_json(problem), device=self.device, which=which
+            )
+        except StarkError as exc:
+            return _error_text(exc)
+        return json.dumps({name: stats.model_dump(mode="json") for name, stats in found.items()})
+
+    async def evaluate(self, problem: str, source: str, settings: str | None, use_cache: bool) -> str:
+        try:
+            evaluation = await self.evaluator.evaluate(
+                Problem.model_validate_json(problem),
+                source,
+                device=self.device,
+                settings=EvalSettings.model_validate_json(settings) if settings else None,
+                use_cache=use_cache,
+            )
+        except StarkError as exc:
+            return _error_text(exc)
+        return evaluation.model_dump_json()
+
+    async def profile(self, problem: str, source: str | None, settings: str | None) -> str:
+        try:
+            report = await self.evaluator.profile(
+                Problem.model_validate_json(problem),
+                source,
+                device=self.device,
+                settings=EvalSettings.model_validate_json(settings) if settings else None,
+            )
+        except StarkError as exc:
+            return _error_text(exc)
+        return report.model_dump_json()
+
+    async def close(self) -> None:
+        await self.evaluator.__aexit__(None, None, None)
+
+
+def build_on_node(cache_dir: str, source: str, info: dict[str, Any], timeout: float, policy: str) -> str:
+    """A Ray CPU task: build ``source`` into this node's build cache, where its actors look for it."""
+    from stark_mcp.evaluator.builds import BuildCache
+    from stark_mcp.evaluator.integrity import Integrity
+    from stark_mcp.evaluator.probe import DeviceInfo
+    from stark_mcp.evaluator.sandbox.levels import detect
+
+    root = Path(cache_dir)
+    cache = BuildCache(root / "builds", Integrity(root))
+    outcome = asyncio.run(
+        cache.build(
+            source, source_hash(source), DeviceInfo(**info), timeout, detect(SandboxPolicy.from_json(policy))
+        )
+    )
+    return json.dumps(
+        {
+            "ok": outcome.ok,
+            "status": outcome.status.value if outcome.status else None,
+            "reason": outcome.reason,
+            "message": outcome.message,
+            "logs": outcome.logs,
+            "seconds": round(outcome.seconds, 3),
+        }
+    )
+
+
+@dataclasses.dataclass
+class _Actor:
+    """A pool slot's actor, replaced when it dies (the slot stays; Ray finds it a GPU again)."""
+
+    handle: Any = None
+    node: str = ""
+    pid: int = 0
+    info: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+
+class RayExecutor:
+    """The ``Executor`` over a Ray cluster; see the module docstring and docs/scale.md."""
+
+    def __init__(
+        self,
+        cache_dir: Path,
+        settings: EvalSettings | None = None,
+        *,
+        hidden: list[Path] | None = None,
+        policy: SandboxPolicy | None = None,
+        tool_paths: ToolPaths | None = None,
+        address: str | None = None,
+        actors: int | None = None,
+    ) -> None:
+        self.cache_dir = Path(cache_dir)
+        self.settings = settings or EvalSettings()
+        self.hidden = [str(p) for p in [self.cache_dir, *(hidden or [])]]
+        self.policy = policy or SandboxPolicy()
+        self.tool_paths = tool_paths or ToolPaths()
+        self.address = address
+        self.wanted = actors
+        self.device = "cpu"
+        self.model = ""
+        self._ray: Any = None
+        self._started_ray = False
+        self._pool: SlotPool[_Actor] | None = None
+        self._actor_class: Any = None
+        self._build_task: Any = None
+        self._actor_options: dict[str, Any] = {}
+
+    # -- lifetime ------------------------------------------------------------------------------------
+    async def __aenter__(self) -> RayExecutor:
+        ray = self._ray = import_ray()
+        if not ray.is_initialized():
+            await asyncio.to_thread(
+                ray.init, address=self.address, include_dashboard=False, log_to_driver=False
+            )
+            self._started_ray = True
+        resources = ray.cluster_resources()
+        gpus = int(resources.get("GPU", 0))
+        if gpus:
+            self.device, count = "cuda", gpus
+            self._actor_options = {"num_gpus": 1, "num_cpus": 0}
+        else:  # tests: CPU slots stand in for GPUs, one CPU left for builds
+            self.device, count = "cpu", max(1, int(resources.get("CPU", 1)) - 1)
+            self._actor_options = {"num_cpus": 1}
+        count = min(count, self.wanted or count)
+        self._actor_class = ray.remote(EvaluationActor)
+        self._build_task = ray.remote(num_cpus=1)(build_on_node)
+        slots = [Slot(f"{self.device}:{n}", _Actor()) for n in range(count)]
+        try:
+            await asyncio.gather(*(self._start(slot.handle) for slot in slots))
+        except BaseException:
+            await self._close(slots)
+            raise
+        models = {slot.handle.info["name"] for slot in slots}
+        if len(models) > 1:
+            await self._close(slots)
+            raise EvaluatorError(
+                f"the Ray cluster mixes GPU models ({', '.join(sorted(models))}); a run is timed on one "
+                "model: give stark-mcp a cluster of one model"
+            )
+        self.model = models.pop()
+
+        async def retire(slot: Slot[_Actor]) -> None:
+            await self._close([slot])
+
+        self._pool = SlotPool(slots, what="Ray evaluation actor", on_retire=retire, fault_types=(ActorLost,))
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self._pool is not None:
+            await self._close(self._pool.slots)
+        if self._started_ray:
+            await asyncio.to_thread(self._ray.shutdown)
+
+    async def _start(self, actor: _Actor) -> None:
+        handle = self._actor_class.options(**self._actor_options).remote(
+            str(self.cache_dir),
+            self.settings.model_dump_json(),
+            self.hidden,
+            self.policy.to_json(),
+            self.device,
+            self.tool_paths.to_json(),
+        )
+        try:
+            text = await handle.describe.remote()
+        except self._ray.exceptions.RayError as exc:
+            raise EvaluatorError(f"a Ray evaluation actor did not start: {exc}") from None
+        try:
+            described = json.loads(text)
+            info = dict(described["info"])
+            node, pid = str(described["node"]), int(described["pid"])
+        except (ValueError, KeyError, TypeError) as exc:
+            raise EvaluatorError(f"a Ray evaluation actor described itself wrongly: {exc}") from None
+        actor_fields = {"handle": handle, "node": node, "pid": pid, "info": info}
+        for name, value in actor_fields.items():
+            setattr(actor, name, value)
+
+    async def _close(self, slots: list[Slot[_Actor]]) -> None:
+        for slot in slots:
+            if slot.handle.handle is not None:
+                try:
+                    await asyncio.wait_for(slot.handle.handle.close.remote(), 30)
+                except Exception:  # noqa: BLE001  closing a dead actor: nothing left to close
+                    pass
+                self._ray.kill(slot.handle.handle)
+                slot.handle.handle = None
+
+    async def _call(self, actor: _Actor, method: str, *args: Any) -> str:
+        """One actor call; a dead actor is dropped (the next lease starts a new one) and reported a fault."""
+        if actor.handle is None:
+            await self._start(actor)
+        try:
+            return await getattr(actor.handle, method).remote(*args)
+        except self._ray.exceptions.RayActorError as exc:
+            actor.handle = None
+            raise ActorLost(f"a Ray evaluation actor died: {str(exc)[:300]}") from None
+
+    def _pool_or_fail(self) -> SlotPool[_Actor]:
+        if self._pool is None:
+            raise EvaluatorError("the Ray executor is not open: use it as 'async with'")
+        return self._pool
+
+    # -- the Executor protocol -------------------------------------------------------------------------
+    async def resolve_device(self, device: str = "auto") -> str:
+        if device not in ("auto", "cpu", "cuda"):
+            raise EvaluatorError(f"unknown device {device!r}; use auto, cpu or cuda")
+        if device not in ("auto", self.device):
+            raise EvaluatorError(
+                f"device {device!r} was requested but this Ray cluster's evaluation actors run on "
+                f"{self.device}; use --device {self.device} or auto"
+            )
+        return self.device
+
+    async def device_name(self, device: str = "auto") -> str:
+        await self.resolve_device(device)
+        return self.model
+
+    async def slots(self, device: str = "auto") -> int:
+        await self.resolve_device(device)
+        return len(self._pool_or_fail().live)
+
+    async def isolation(self) -> IsolationInfo:
+        text = await self._pool_or_fail().run(lambda actor: self._call(actor, "isolation"))
+        try:
+            return IsolationInfo(**json.loads(text))
+        except (ValueError, TypeError) as exc:
+            raise EvaluatorError(f"an evaluation actor sent an invalid isolation report: {exc}") from None
+
+    async def check_problem(self, problem: Problem, device: str = "auto") -> None:
+        await self.resolve_device(device)
+        text = await self._pool_or_fail().run(
+            lambda a: self._call(a, "check_problem", _problem_text(problem))
+        )
+        _raise_error(_object(text))
+
+    async def profile(
+        self,
+        problem: Problem,
+        source: str | None,
+        device: str = "auto",
+        settings: EvalSettings | None = None,
+        progress: Progress | None = None,
+    ) -> ProfileReport:
+        await self.resolve_device(device)
+        settings_text = settings.model_dump_json() if settings else None
+        text = await self._pool_or_fail().run(
+            lambda a: self._call(a, "profile", _problem_text(problem), source, settings_text)
+        )
+        _raise_error(_object(text))
+        try:
+            return ProfileReport.model_validate_json(text)
+        except ValidationError as exc:
+            message = exc.errors()[0]["msg"]
+            raise EvaluatorError(f"an evaluation actor sent an invalid profile: {message}") from None
+
+    async def baselines(
+        self,
+        problem: Problem,
+        device: str = "auto",
+        which: list[str] | tuple[str, ...] | None = None,
+        progress: Progress | None = None,
+    ) -> dict[str, TimingStats]:
+        await self.resolve_device(device)
+        names = None if which is None else list(which)
+        if progress is not None:
+            await progress(
+                0.0, 1.0, f"baselines on the Ray cluster: {', '.join(names or self.settings.baselines)}"
+            )
+        text = await self._pool_or_fail().run(
+            lambda a: self._call(a, "baselines", _problem_text(problem), names)
+        )
+        data = _object(text)
+        _raise_error(data)
+        try:
+            return _BASELINES.validate_python(data)
+        except ValidationError as exc:
+            raise EvaluatorError(
+                f"an evaluation actor sent invalid baselines: {exc.errors()[0]['msg']}"
+            ) from None
+
+    async def evaluate(
+        self,
+        problem: Problem,
+        source: str,
+        device: str = "auto",
+        settings: EvalSettings | None = None,
+        progress: Progress | None = None,
+        use_cache: bool = True,
+    ) -> Evaluation:
+        await self.resolve_device(device)
+        s = settings or self.settings
+        pool = self._pool_or_fail()
+        started = time.monotonic()
+        node: str | None = None
+        static = check_candidate(source)
+        if static.status is None and static.needs_build:
+            if progress is not None:
+                await progress(1.0, 5.0, "build")
+            node, failed = await self._build(source, s, static.flags)
+            if failed is not None:
+                return failed.model_copy(
+                    update={
+                        "wall_seconds": round(time.monotonic() - started, 3),
+                        "problem_hash": problem.hash,
+                    }
+                )
+        text = await pool.run(
+            lambda a: self._call(
+                a,
+                "evaluate",
+                _problem_text(problem),
+                source,
+                s.model_dump_json() if settings else None,
+                use_cache,
+            ),
+            prefer=None if node is None else (lambda slot: slot.handle.node == node),
+        )
+        data = _object(text)
+        _raise_error(data)
+        try:
+            evaluation = Evaluation.model_validate(data)
+        except ValidationError as exc:
+            raise EvaluatorError(
+                f"an evaluation actor sent an invalid evaluation: {exc.errors()[0]['msg']}"
+            ) from None
+        asked = (problem.hash, source_hash(source), self.model)
+        got = (evaluation.problem_hash, evaluation.source_hash, evaluation.device_name)
+        if got != asked:
+            raise EvaluatorError(f"an evaluation actor answered for {got}, not for what was asked {asked}")
+        if progress is not None:
+            await progress(5.0, 5.0, f"done: {evaluation.status.value}")
+        return evaluation
+
+    async def _build(self, source: str, s: EvalSettings, flags: list[str]) -> tuple[str, Evaluation | None]:
+        """Build on the node with the most free actors; a failed build is the evaluation's verdict."""
+        ray = self._ray
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        live = self._pool_or_fail().live
+        counts: dict[str, int] = {}
+        for slot in live:
+            if slot.handle.node:
+                counts[slot.handle.node] = counts.get(slot.handle.node, 0) + (0 if slot.busy else 1)
+        node = max(counts, key=lambda n: counts[n]) if counts else ray.get_runtime_context().get_node_id()
+        info = next((slot.handle.info for slot in live if slot.handle.node == node), live[0].handle.info)
+        task = self._build_task.options(scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=False))
+        text = await task.remote(str(self.cache_dir), source, info, s.build_timeout_s, self.policy.to_json())
+        data = _object(text)
+        if data.get("ok") is True:
+            return node, None
+        try:
+            failed = Evaluation(
+                status=data["status"],
+                reason=data.get("reason"),
+                message=str(data.get("message", "")),
+                logs={str(k): str(v) for k, v in dict(data.get("logs") or {}).items()},
+                flags=list(flags),
+                phase_seconds={"build": float(data.get("seconds") or 0.0)},
+                device=self.device,
+                device_name=self.model,
+                source_hash=source_hash(source),
+                settings_hash=s.settings_hash,
+            )
+        except (KeyError, TypeError, ValueError, ValidationError) as exc:
+            raise EvaluatorError(f"a Ray build task sent an invalid outcome: {exc}") from None
+        return node, failed
+
+
+def _object(text: object) -> dict[str, Any]:
+    try:
+        data = json.loads(text) if isinstance(text, str) else None
+    except ValueError:
+        data = None
+    if not isinstance(data, dict):
+        raise EvaluatorError(
+            f"an evaluation actor sent something that is not a JSON object: {str(text)[:200]}"
+        )
+    return data
+
+
+def _raise_error(data: dict[str, Any]) -> None:
+    if "error" in data:
+        raise _ERRORS.get(str(data["error"]), EvaluatorError)(str(data.get("message", "")))
