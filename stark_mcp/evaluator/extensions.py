@@ -185,7 +185,7 @@ class ExtensionCache:
             proc = await asyncio.create_subprocess_exec(
                 sys.executable, "-P", COMPILE_MAIN, str(work / "request.json"), str(work / "out"),
                 "--pch-dir", str(self.toolchain_dir), "--prime",
-                env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+                env=env, cwd=work, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
             )  # fmt: skip
             try:
                 out, err = await asyncio.wait_for(proc.communicate(), timeout)
@@ -277,8 +277,13 @@ class ExtensionCache:
             final = self.directory(key)
             if final.exists():
                 shutil.rmtree(final, ignore_errors=True)  # unsigned or tampered: never reused
-            os.replace(out, final)
-            seal_directory(final, self.integrity, {"key": key, "name": request.name})
+            try:
+                os.replace(out, final)
+            except OSError:  # another evaluator on this cache sealed the same key meanwhile
+                if not self.verified(key, request.name):
+                    raise
+            else:
+                seal_directory(final, self.integrity, {"key": key, "name": request.name})
             return ExtensionBuild(True, key, request.name, "", final, report=report)
         finally:
             shutil.rmtree(job, ignore_errors=True)

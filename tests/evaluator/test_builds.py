@@ -4,7 +4,7 @@ import time
 
 import pytest
 
-from stark_mcp.evaluator.builds import MANIFEST
+from stark_mcp.evaluator.integrity import MANIFEST
 from stark_mcp.problems import load_problem, source_hash
 from stark_mcp.records import Status
 from tests.evaluator.conftest import FAST, FIXTURES, evaluate_fixture, fixture_text

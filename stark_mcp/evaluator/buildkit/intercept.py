@@ -3,10 +3,11 @@
 ``install(resolver)`` replaces ``load_inline`` in this process. A call is turned into an
 ``ExtensionRequest``, ``resolver(request)`` returns the directory (or the library file) built for
 it (or None: the original ``load_inline`` then builds it), and the library is imported exactly
-as ``load_inline`` imports it: the same module object, so the candidate's calls behave the same. Arguments ``load_inline`` would reject raise the same
-``TypeError``; a failed build raises ``RuntimeError("Error building extension '<name>': <log>")``
-as torch does. Calls with ``sycl_sources`` go to the original function. ``load`` (from files on
-disk) is left alone: its sources may include files next to them that a separate builder cannot see.
+as ``load_inline`` imports it: the same module object, so the candidate's calls behave the same.
+Arguments ``load_inline`` would reject raise the same ``TypeError``; a failed build raises
+``RuntimeError("Error building extension '<name>': <log>")`` as torch does. Calls with
+``sycl_sources`` go to the original function. ``load`` (from files on disk) is left alone: its
+sources may include files next to them that a separate builder cannot see.
 
 ``local_resolver(cache_dir)`` runs ``compile_main.py`` in a subprocess and caches its output by
 ``request_key``; the evaluator supplies a sandboxed resolver of its own.
