@@ -44,6 +44,8 @@ async def test_a_tampered_build_is_rebuilt_not_loaded(evaluator, cache_dir) -> N
     assert result.status is Status.PASSED, result.message
     assert result.phase_seconds["build"] > 1.0  # built again from source
     assert evaluator.extensions.compiles == compiles + 1 and not result.extensions[0]["cached"]
+    # the compile jail used the precompiled header the trusted side made, through a read-only mount
+    assert "pch" in result.extensions[0]["variants"], result.extensions
     assert next((cache_dir / "builds" / digest).rglob("*.so")).read_bytes()[:4] == b"\x7fELF"
     assert shared.read_bytes()[:4] == b"\x7fELF" and evaluator.extensions.verified(key, "stark_relu_sum")
 
