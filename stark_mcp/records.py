@@ -196,6 +196,11 @@ class Evaluation(BaseModel):
     settings_hash: str = ""
     phase_seconds: dict[str, float] = Field(default_factory=dict)
     wall_seconds: float | None = Field(None, description="the whole evaluation; phase_seconds add up to it")
+    extensions: list[dict[str, Any]] = Field(
+        default_factory=list,
+        description="one entry per load_inline build: name, key, layout (fast, torch_headers, cpp), "
+        "cached, seconds, strategy, variants, fallbacks",
+    )
     shapes: list[ShapeResult] = Field(default_factory=list)
     trust: TrustReport | None = None
     profile: ProfileReport | None = Field(None, description="per-kernel profile (GPU); not in the verdict")

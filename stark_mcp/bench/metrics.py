@@ -48,6 +48,9 @@ class GroupMetrics(BaseModel):
     attempts: int
     compile_rate: float | None
     correct_rate: float | None
+    fast_layout_share: float | None = Field(
+        None, description="attempts with CUDA extensions: the share built in the fast layout"
+    )
     attempts_to_first_correct: float | None = Field(description="mean over solved problems")
     attempts_to_first_correct_median: float | None
     tokens: float = Field(description="input + output tokens per problem (mean)")
@@ -147,6 +150,7 @@ def group_metrics(level: str, strategy: str, rows: Sequence[ResultRow]) -> Group
         if attempts
         else None,
         correct_rate=(sum(a.status == "passed" for a in attempts) / len(attempts)) if attempts else None,
+        fast_layout_share=_share(a.layout == "fast" for a in attempts if a.layout is not None),
         attempts_to_first_correct=mean(firsts),
         attempts_to_first_correct_median=float(statistics.median(firsts)) if firsts else None,
         tokens=(sum(r.usage.input_tokens + r.usage.output_tokens for r in rows) / n) if n else 0.0,
@@ -155,6 +159,11 @@ def group_metrics(level: str, strategy: str, rows: Sequence[ResultRow]) -> Group
         wall_s=total_wall / n if n else 0.0,
         total_wall_s=total_wall,
     )
+
+
+def _share(flags: Iterable[bool]) -> float | None:
+    values = list(flags)
+    return sum(values) / len(values) if values else None
 
 
 def strategies_of(rows: Iterable[ResultRow]) -> list[str]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import Any
 
 from pydantic import BaseModel, Field
 
@@ -26,6 +27,9 @@ class AttemptRow(BaseModel):
     runtime_ms: float | None = Field(None, description="median runtime, passed attempts only")
     speedups: dict[str, float] = Field(default_factory=dict, description="passed attempts only, finite")
     allclose_1e2: bool | None = Field(None, description="KernelBench's verdict on the same outputs")
+    layout: str | None = Field(
+        None, description="its CUDA extensions' layout: fast (no torch headers in the .cu) or torch_headers"
+    )
 
 
 class ResultRow(BaseModel):
@@ -120,7 +124,17 @@ def attempt_row(node: Node) -> AttemptRow:
         runtime_ms=evaluation.runtime.median_ms if passed and evaluation and evaluation.runtime else None,
         speedups=_finite(evaluation.speedups) if passed and evaluation else {},
         allclose_1e2=correctness.allclose_1e2 if correctness is not None else None,
+        layout=cuda_layout(evaluation.extensions) if evaluation else None,
     )
+
+
+def cuda_layout(extensions: list[dict[str, Any]]) -> str | None:
+    """``fast`` when every CUDA extension the attempt built is in the fast layout, ``torch_headers``
+    when one is not, None without CUDA extensions (torch only, C++ only, or not built)."""
+    layouts = {str(e.get("layout")) for e in extensions} - {"cpp"}
+    if not layouts:
+        return None
+    return "fast" if layouts == {"fast"} else "torch_headers"
 
 
 def _finite(values: dict[str, float]) -> dict[str, float]:

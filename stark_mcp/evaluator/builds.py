@@ -11,6 +11,7 @@ cache itself. At the weaker levels there is no mount namespace, so the build hap
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import secrets
 import shutil
@@ -20,9 +21,13 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
+from stark_mcp.evaluator.buildkit import intercept
+from stark_mcp.evaluator.buildkit.intercept import PREBUILT_INDEX
 from stark_mcp.evaluator.common import frames
-from stark_mcp.evaluator.integrity import Integrity, tree_digest
+from stark_mcp.evaluator.extensions import BadRequest, ExtensionCache, parse_request
+from stark_mcp.evaluator.integrity import Integrity, seal_directory, verified_directory
 from stark_mcp.evaluator.logs import trim_compiler_log, trim_tail
 from stark_mcp.evaluator.probe import DeviceInfo
 from stark_mcp.evaluator.sandbox.env import scrub_env
@@ -30,10 +35,10 @@ from stark_mcp.evaluator.sandbox.launch import Jail, JailSpec, Mount, inside_pat
 from stark_mcp.evaluator.sandbox.levels import IsolationInfo
 from stark_mcp.records import Status
 
-MANIFEST = ".manifest.json"
 DEFERRED = ".deferred"  # imports touch CUDA: only the device's runner can build it
 BUILDER_MODULE = "stark_mcp.evaluator.untrusted.builder"
 LOG_LIMIT = 64 << 20
+MAX_REQUESTS = 16  # load_inline calls one candidate may make
 
 
 @dataclass
@@ -48,43 +53,29 @@ class BuildOutcome:
     logs: dict[str, str] = field(default_factory=dict)
     seconds: float = 0.0
     cached: bool = False
+    extensions: list[dict[str, Any]] = field(default_factory=list)  # ExtensionBuild.summary() each
 
 
 class BuildCache:
-    def __init__(self, root: Path, integrity: Integrity) -> None:
-        self.root, self.integrity = root, integrity
+    def __init__(self, root: Path, integrity: Integrity, extensions: ExtensionCache) -> None:
+        self.root, self.integrity, self.extensions = root, integrity, extensions
 
     def directory(self, source_hash: str) -> Path:
         return self.root / source_hash
 
-    def verified(self, source_hash: str) -> str | None:
-        """``"built"``/``"deferred"`` when a signed manifest matches the directory's files, else None."""
-        directory = self.directory(source_hash)
-        try:
-            import json
+    def verified(self, source_hash: str) -> dict[str, Any] | None:
+        """The signed data (``state``: built or deferred, ``extensions``) when the manifest matches."""
+        data = verified_directory(self.directory(source_hash), self.integrity)
+        if data is None or data.get("source_hash") != source_hash:
+            return None
+        return data
 
-            wrapper = json.loads((directory / MANIFEST).read_text())
-        except (OSError, ValueError):
-            return None
-        data = wrapper.get("data") if isinstance(wrapper, dict) else None
-        if not isinstance(data, dict) or not self.integrity.verify(data, wrapper.get("sig")):
-            return None
-        if data.get("source_hash") != source_hash:
-            return None
-        files = tree_digest(directory)
-        files.pop(MANIFEST, None)
-        if files != data.get("files"):
-            return None
-        return str(data.get("state"))
-
-    def _seal(self, source_hash: str, state: str) -> None:
-        from stark_mcp.evaluator.cache import write_json_atomic
-
-        directory = self.directory(source_hash)
-        files = tree_digest(directory)
-        files.pop(MANIFEST, None)
-        data = {"source_hash": source_hash, "state": state, "files": files}
-        write_json_atomic(directory / MANIFEST, {"data": data, "sig": self.integrity.sign(data)})
+    def _seal(self, source_hash: str, state: str, extensions: list[dict[str, Any]]) -> None:
+        seal_directory(
+            self.directory(source_hash),
+            self.integrity,
+            {"source_hash": source_hash, "state": state, "extensions": extensions},
+        )
 
     def env(self, info: DeviceInfo, inside: str) -> dict[str, str]:
         env = {"TORCH_EXTENSIONS_DIR": inside, "CUDA_VISIBLE_DEVICES": ""}
@@ -95,11 +86,15 @@ class BuildCache:
     async def build(
         self, source: str, source_hash: str, info: DeviceInfo, timeout: float, isolation: IsolationInfo
     ) -> BuildOutcome:
-        state = self.verified(source_hash)
-        if state == "built":
-            return BuildOutcome(ok=True, cached=True)
-        if state == "deferred":
-            return BuildOutcome(ok=True, deferred=True, cached=True)
+        sealed = self.verified(source_hash)
+        if sealed is not None and sealed.get("state") in ("built", "deferred"):
+            extensions = sealed.get("extensions")
+            return BuildOutcome(
+                ok=True,
+                deferred=sealed["state"] == "deferred",
+                cached=True,
+                extensions=extensions if isinstance(extensions, list) else [],
+            )
         self.root.mkdir(parents=True, exist_ok=True)
         final = self.directory(source_hash)
         if final.exists():  # unsigned or tampered: never reused
@@ -128,7 +123,7 @@ class BuildCache:
             if final.exists():
                 shutil.rmtree(final, ignore_errors=True)
             os.replace(work, final)
-        self._seal(source_hash, "deferred" if outcome.deferred else "built")
+        self._seal(source_hash, "deferred" if outcome.deferred else "built", outcome.extensions)
         return outcome
 
     async def _run(
@@ -142,9 +137,15 @@ class BuildCache:
     ) -> BuildOutcome:
         build_mount = Mount(str(work), "/tmp/build", writable=True)
         job_mount = Mount(str(job), "/tmp/job")
+        build_inside = inside_path(isolation.level, build_mount)
         ours, theirs = socket.socketpair()
-        env = scrub_env(os.environ, self.env(info, inside_path(isolation.level, build_mount)))
+        env = scrub_env(os.environ, self.env(info, build_inside))
         count = os.cpu_count() or 1
+        # off the cores a GPU worker and its runners spin on (see trusted/worker.py)
+        cpus = list(range(3, count)) if info.kind == "cuda" and count >= 8 else None
+        hidden = [str(self.root.parent)]
+        compile_env = scrub_env(os.environ, {k: v for k, v in self.env(info, "").items() if v})
+        self.extensions.toolchain(compile_env)  # detected while the builder starts
         spec = JailSpec(
             argv=[
                 sys.executable,
@@ -159,9 +160,8 @@ class BuildCache:
             mounts=[job_mount, build_mount],
             scratch_bytes=8 << 30,
             max_file_bytes=LOG_LIMIT * 8,
-            hidden=[str(self.root.parent)],
-            # off the cores a GPU worker and its runners spin on (see trusted/worker.py)
-            cpus=list(range(3, count)) if info.kind == "cuda" and count >= 8 else None,
+            hidden=hidden,
+            cpus=cpus,
         )
         log = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         try:
@@ -171,24 +171,87 @@ class BuildCache:
         finally:
             os.close(log)
             theirs.close()
+        deadline = time.monotonic() + timeout
+        index: dict[str, str] = {}
+        extensions: list[dict[str, Any]] = []
+        failed_log = ""
+        frame: dict[str, object] | None = None
         try:
-            code = await asyncio.to_thread(jail.wait, timeout)
+            while True:
+                remaining = deadline - time.monotonic()
+                try:
+                    if remaining <= 0:
+                        raise frames.FrameTimeout()
+                    frame = await asyncio.to_thread(frames.recv, ours.fileno(), remaining)
+                except frames.FrameTimeout:
+                    jail.kill_all()
+                    return BuildOutcome(
+                        False,
+                        status=Status.TIMEOUT,
+                        reason="build",
+                        message=f"the build ran past its {timeout:g} s budget; the builder was killed",
+                        logs={"build": trim_tail(_read_log(log_path))},
+                    )
+                except frames.FrameError as exc:
+                    return BuildOutcome(
+                        False, status=Status.RUNTIME_ERROR, reason="channel", message=str(exc)
+                    )
+                if frame is None or frame.get("kind") != "build_request":
+                    break
+                if len(extensions) >= MAX_REQUESTS:
+                    return _bad_request(f"more than {MAX_REQUESTS} extensions in one candidate")
+                try:
+                    request = parse_request(frame)
+                except BadRequest as exc:
+                    return _bad_request(str(exc))
+                remaining = deadline - time.monotonic()
+                try:
+                    built = await asyncio.wait_for(
+                        self.extensions.resolve(request, compile_env, isolation, remaining, hidden, cpus),
+                        max(0.01, remaining),
+                    )
+                except TimeoutError:
+                    jail.kill_all()
+                    return BuildOutcome(
+                        False,
+                        status=Status.TIMEOUT,
+                        reason="build",
+                        message=f"the build ran past its {timeout:g} s budget; the compile was killed",
+                        logs={"build": trim_tail(_read_log(log_path))},
+                    )
+                extensions.append(built.summary())
+                if built.ok:
+                    where = f"ext/{built.key}"
+                    await asyncio.to_thread(self.extensions.copy_into, built, work / where)
+                    index[intercept.request_identity(request)] = where
+                    answer = {"kind": "built", "path": f"{build_inside}/{where}"}
+                else:
+                    failed_log = built.log
+                    answer = {"kind": "build_failed", "log": built.log[-(256 << 10) :]}
+                try:
+                    frames.send(ours.fileno(), answer)
+                except OSError:
+                    break  # the builder is gone; its exit tells the rest
+            code = await asyncio.to_thread(jail.wait, max(1.0, deadline - time.monotonic()))
             if code is None:
                 jail.kill_all()
-                return BuildOutcome(
-                    False,
-                    status=Status.TIMEOUT,
-                    reason="build",
-                    message=f"the build ran past its {timeout:g} s budget; the builder was killed",
-                    logs={"build": trim_tail(_read_log(log_path))},
-                )
-            try:
-                frame = frames.recv(ours.fileno(), timeout=1.0)
-            except (frames.FrameError, frames.FrameTimeout) as exc:
-                return BuildOutcome(False, status=Status.RUNTIME_ERROR, reason="channel", message=str(exc))
         finally:
             ours.close()
             await asyncio.to_thread(jail.close)
+        outcome = self._verdict(frame, code, info, log_path, failed_log)
+        outcome.extensions = extensions
+        if outcome.ok:
+            (work / PREBUILT_INDEX).write_text(json.dumps(index, sort_keys=True))
+        return outcome
+
+    def _verdict(
+        self,
+        frame: dict[str, object] | None,
+        code: int | None,
+        info: DeviceInfo,
+        log_path: Path,
+        failed_log: str,
+    ) -> BuildOutcome:
         if frame is None:
             how = (
                 f"exited with code {code}"
@@ -208,7 +271,8 @@ class BuildCache:
             return BuildOutcome(True, deferred=True)
         status = frame.get("status")
         if status == "build_error":
-            log = trim_compiler_log(str(frame.get("message", "")))
+            # the compiler's log as the compile jail left it, not as the candidate retold it
+            log = trim_compiler_log(failed_log or str(frame.get("message", "")))
             return BuildOutcome(
                 False,
                 status=Status.BUILD_ERROR,
@@ -227,6 +291,15 @@ class BuildCache:
                 "build": trim_tail(_read_log(log_path)),
             },
         )
+
+
+def _bad_request(why: str) -> BuildOutcome:
+    return BuildOutcome(
+        False,
+        status=Status.BUILD_ERROR,
+        reason="request",
+        message=f"the extension build request was rejected: {why}",
+    )
 
 
 def _own(path: Path) -> None:

@@ -62,3 +62,30 @@ def tree_digest(root: Path) -> dict[str, str]:
                     h.update(chunk)
             out[rel] = h.hexdigest()
     return out
+
+
+MANIFEST = ".manifest.json"
+
+
+def seal_directory(directory: Path, integrity: Integrity, data: dict[str, Any]) -> None:
+    """Sign ``data`` plus a digest of every file under ``directory`` into its manifest."""
+    from stark_mcp.evaluator.cache import write_json_atomic
+
+    files = tree_digest(directory)
+    files.pop(MANIFEST, None)
+    data = {**data, "files": files}
+    write_json_atomic(directory / MANIFEST, {"data": data, "sig": integrity.sign(data)})
+
+
+def verified_directory(directory: Path, integrity: Integrity) -> dict[str, Any] | None:
+    """The signed data of ``directory``'s manifest when it verifies and every file still matches."""
+    try:
+        wrapper = json.loads((directory / MANIFEST).read_text())
+    except (OSError, ValueError):
+        return None
+    data = wrapper.get("data") if isinstance(wrapper, dict) else None
+    if not isinstance(data, dict) or not integrity.verify(data, wrapper.get("sig")):
+        return None
+    files = tree_digest(directory)
+    files.pop(MANIFEST, None)
+    return data if files == data.get("files") else None

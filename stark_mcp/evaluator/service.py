@@ -23,6 +23,7 @@ from stark_mcp.evaluator import assemble, profiles
 from stark_mcp.evaluator.builds import BuildCache
 from stark_mcp.evaluator.cache import BaselineCache, ResultCache
 from stark_mcp.evaluator.errors import EvaluatorError
+from stark_mcp.evaluator.extensions import ExtensionCache
 from stark_mcp.evaluator.gpus import GpuChoice, choose_gpus, parse_gpus, visible_physical
 from stark_mcp.evaluator.integrity import Integrity
 from stark_mcp.evaluator.outside_tools import ToolPaths
@@ -67,6 +68,7 @@ class _Staged:
     deferred: bool = False
     logs: dict[str, str] = field(default_factory=dict)
     failure: Evaluation | None = None
+    extensions: list[dict[str, Any]] = field(default_factory=list)
 
 
 class Evaluator:
@@ -94,7 +96,10 @@ class Evaluator:
         self.integrity = Integrity(self.cache_dir)
         self.hidden = [str(p) for p in [self.cache_dir, *(hidden or [])]]
         self._isolation: IsolationInfo | None = None
-        self.builds = BuildCache(self.cache_dir / "builds", self.integrity)
+        self.extensions = ExtensionCache(
+            self.cache_dir / "extensions", self.cache_dir / "toolchain", self.integrity
+        )
+        self.builds = BuildCache(self.cache_dir / "builds", self.integrity, self.extensions)
         self._build_slots = asyncio.Semaphore(build_workers or max(1, (os.cpu_count() or 2) // 2))
         self._build_locks: dict[str, asyncio.Lock] = defaultdict(asyncio.Lock)
         self._pools: dict[str, SlotPool[WorkerClient]] = {}
@@ -204,6 +209,7 @@ class Evaluator:
         expect: set[str],
         timeout: float,
         progress: Any = None,
+        timings: dict[str, float] | None = None,
     ) -> dict[str, Any]:
         """One worker command on a free worker of the pool, retried on another if its worker crashed."""
 
@@ -214,6 +220,7 @@ class Evaluator:
                 timeout=timeout,
                 on_progress=progress,
                 problem=self._problem_frame(problem, settings),
+                timings=timings,
             )
 
         answer = await self.pool(info).run(job)
@@ -413,10 +420,12 @@ class Evaluator:
         wall = time.monotonic() - started
         accounted = sum(evaluation.phase_seconds.values())
         phases = dict(evaluation.phase_seconds)
-        phases["parent"] = round(max(0.0, wall - accounted), 3)
+        # what no phase measured (static checks, writing files, scheduling): kept small, and
+        # tests/evaluator/test_phases.py holds it under 5% of the wall time
+        phases["other"] = round(max(0.0, wall - accounted), 3)
         evaluation = evaluation.model_copy(update={"wall_seconds": round(wall, 3), "phase_seconds": phases})
         if progress is not None:
-            await progress(_TOTAL, _TOTAL, f"done: {evaluation.status.value}")
+            await progress(_TOTAL, _TOTAL, done_message(evaluation))
         await asyncio.to_thread(results.put, key, evaluation)
         return evaluation
 
@@ -438,8 +447,11 @@ class Evaluator:
             await note("build")
             t0 = time.monotonic()
             async with self._build_slots, self._build_locks[digest]:
+                t1 = time.monotonic()
                 outcome = await self.builds.build(source, digest, info, s.build_timeout_s, isolation)
-            phase_seconds["build"] = round(time.monotonic() - t0, 3)
+            phase_seconds["queue"] = round(t1 - t0, 3)
+            phase_seconds["build"] = round(time.monotonic() - t1, 3)
+            staged.extensions = outcome.extensions
             if not outcome.ok:
                 assert outcome.status is not None
                 staged.failure = Evaluation(
@@ -448,6 +460,7 @@ class Evaluator:
                     message=outcome.message,
                     logs=outcome.logs,
                     phase_seconds=phase_seconds,
+                    extensions=outcome.extensions,
                 )
                 return staged
             staged.deferred, staged.logs = outcome.deferred, outcome.logs
@@ -497,11 +510,20 @@ class Evaluator:
             + (s.build_timeout_s if deferred else 0.0)
         )
         t0 = time.monotonic()
-        answer = await self._command(info, problem, s, frame, {"result"}, budget, on_progress)
+        timings: dict[str, float] = {}
+        answer = await self._command(info, problem, s, frame, {"result"}, budget, on_progress, timings)
         result = assemble.parse(answer)
-        result.phase_seconds = {**phase_seconds, **result.phase_seconds}
-        result.phase_seconds["queue_and_transfer"] = round(
-            max(0.0, time.monotonic() - t0 - sum(assemble.parse(answer).phase_seconds.values())), 3
+        device_phases = dict(result.phase_seconds)
+        # the worker's own start-up of this evaluation (a spare runner, the files it needs)
+        worker_setup = device_phases.pop("worker_setup", 0.0)
+        inside = sum(device_phases.values()) + worker_setup
+        result.phase_seconds = _add(phase_seconds, device_phases)
+        result.phase_seconds["queue"] = round(
+            result.phase_seconds.get("queue", 0.0) + timings.get("queue", 0), 3
+        )
+        result.phase_seconds["process_start"] = round(timings.get("process_start", 0.0) + worker_setup, 3)
+        result.phase_seconds["transfer"] = round(
+            max(0.0, time.monotonic() - t0 - inside - sum(timings.values())), 3
         )
         if deferred:
             result.flags.append("build_deferred")
@@ -518,7 +540,7 @@ class Evaluator:
             if evaluation.speedups.get("eager", 0.0) > s.implausible_speedup:
                 flags.append("implausible_speedup")
         logs = {**build_logs, **evaluation.logs}
-        update: dict[str, Any] = {"flags": flags, "logs": logs}
+        update: dict[str, Any] = {"flags": flags, "logs": logs, "extensions": staged.extensions}
         if info.kind == "cuda":
             after = await self._after_verdict(problem, source, info, s, note, staged.job, result, evaluation)
             if "logs" in after:
@@ -571,7 +593,9 @@ class Evaluator:
         """Nsight Compute's profile through the worker. With ``listed`` (the evaluation's own torch
         profile) the worker runs no fallback of its own: that list is the fallback."""
         started = time.monotonic()
-        tools = self._worker(info).hello.get("tools") or {}
+        # Every worker of a host finds the same tools; any that has started says which.
+        hellos = [slot.handle.hello for slot in self.pool(info).live if slot.handle.hello]
+        tools = (hellos[0].get("tools") if hellos else None) or {}
         if listed is not None and not tools.get("ncu"):
             report = profiles.from_kernels(listed, self.tool_paths.missing("ncu"), label)
             return profiles.mark_own(report, source)
@@ -685,6 +709,20 @@ class Evaluator:
                         "measured beside the candidate by more than 10%"
                     )
         return _shape_stats(entries)
+
+
+def _add(a: dict[str, float], b: dict[str, float]) -> dict[str, float]:
+    out = dict(a)
+    for name, seconds in b.items():
+        out[name] = round(out.get(name, 0.0) + seconds, 3)
+    return out
+
+
+def done_message(evaluation: Evaluation) -> str:
+    """The last progress message: the verdict and where the time went, largest phases first."""
+    phases = sorted(((n, v) for n, v in evaluation.phase_seconds.items() if v >= 0.05), key=lambda p: -p[1])
+    spent = ", ".join(f"{n} {v:.1f} s" for n, v in phases[:6])
+    return f"done: {evaluation.status.value} in {evaluation.wall_seconds or 0:.1f} s ({spent})"
 
 
 def _agrees(entry: dict[str, Any], eager_now: dict[str, float]) -> bool:

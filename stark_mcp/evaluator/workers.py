@@ -16,6 +16,7 @@ import signal
 import struct
 import sys
 import tempfile
+import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -175,15 +176,24 @@ class WorkerClient:
         timeout: float | None,
         on_progress: Callable[[dict[str, Any]], Awaitable[None]] | None = None,
         problem: dict[str, Any] | None = None,
+        timings: dict[str, float] | None = None,
     ) -> dict[str, Any]:
-        """Send one command (loading its problem first if needed) and return the answer frame."""
+        """Send one command (loading its problem first if needed) and return the answer frame.
+
+        ``timings`` receives ``queue`` (waiting for the device's earlier commands) and
+        ``process_start`` (starting the worker and loading the problem, when that was needed)."""
+        waited = time.monotonic()
         async with self.lock:
+            started = time.monotonic()
             try:
                 await self._ensure_started()
                 if problem is not None:
                     answer = await self._load(problem)
                     if answer.get("kind") == "problem_error":
                         return answer
+                if timings is not None:
+                    timings["queue"] = timings.get("queue", 0.0) + started - waited
+                    timings["process_start"] = timings.get("process_start", 0.0) + time.monotonic() - started
                 self._send(frame)
                 return await self._answer(expect, timeout, on_progress)
             except asyncio.CancelledError:

@@ -174,3 +174,17 @@ def test_baseline_modes_follow_the_evaluators_naming_rule() -> None:
         baseline_mode("compile_max_autotune_no_cudagraphs")
         == 'torch.compile(mode="max-autotune-no-cudagraphs")'
     )
+
+
+def test_fast_layout_share_counts_attempts_with_cuda_extensions_only() -> None:
+    from stark_mcp.bench.rows import cuda_layout
+
+    assert cuda_layout([]) is None and cuda_layout([{"layout": "cpp"}]) is None
+    assert cuda_layout([{"layout": "fast"}, {"layout": "cpp"}]) == "fast"
+    assert cuda_layout([{"layout": "fast"}, {"layout": "torch_headers"}]) == "torch_headers"
+    layouts = ["fast", "torch_headers", None, "fast", None]
+    attempts = [
+        attempt(i, "passed", 1.0, 1.0).model_copy(update={"layout": x}) for i, x in enumerate(layouts)
+    ]
+    assert group_metrics("1", "stark", [row("p", attempts)]).fast_layout_share == pytest.approx(2 / 3)
+    assert group_metrics("1", "stark", [A, B, C]).fast_layout_share is None  # no CUDA extensions

@@ -4,10 +4,10 @@ import time
 
 import pytest
 
-from stark_mcp.evaluator.builds import MANIFEST
-from stark_mcp.problems import source_hash
+from stark_mcp.evaluator.integrity import MANIFEST
+from stark_mcp.problems import load_problem, source_hash
 from stark_mcp.records import Status
-from tests.evaluator.conftest import evaluate_fixture, fixture_text
+from tests.evaluator.conftest import FAST, FIXTURES, evaluate_fixture, fixture_text
 
 pytestmark = [pytest.mark.slow, pytest.mark.anyio]
 
@@ -33,13 +33,69 @@ async def test_extension_builds_over_leftovers_and_rebuild_is_a_cache_hit(evalua
 
 async def test_a_tampered_build_is_rebuilt_not_loaded(evaluator, cache_dir) -> None:
     digest = source_hash(fixture_text("ext_ok.py"))
-    await evaluate_fixture(evaluator, "relu_sum.py", "ext_ok.py")
+    first = await evaluate_fixture(evaluator, "relu_sum.py", "ext_ok.py")
+    key = first.extensions[0]["key"]
     library = next((cache_dir / "builds" / digest).rglob("*.so"))
     library.write_bytes(b"not a library")  # as a process at a weaker isolation level could
+    shared = cache_dir / "extensions" / key / "stark_relu_sum.so"
+    shared.write_bytes(shared.read_bytes() + b"\0")  # the shared entry too: it must not verify
+    compiles = evaluator.extensions.compiles
     result = await evaluate_fixture(evaluator, "relu_sum.py", "ext_ok.py", use_cache=False)
     assert result.status is Status.PASSED, result.message
     assert result.phase_seconds["build"] > 1.0  # built again from source
+    assert evaluator.extensions.compiles == compiles + 1 and not result.extensions[0]["cached"]
+    # the compile jail used the precompiled header the trusted side made, through a read-only mount
+    assert "pch" in result.extensions[0]["variants"], result.extensions
     assert next((cache_dir / "builds" / digest).rglob("*.so")).read_bytes()[:4] == b"\x7fELF"
+    assert shared.read_bytes()[:4] == b"\x7fELF" and evaluator.extensions.verified(key, "stark_relu_sum")
+
+
+async def test_the_same_request_from_another_candidate_is_a_cache_hit(evaluator, cache_dir) -> None:
+    """Another source (a different Python body, a comment and trailing spaces in the C++) that makes
+    the same normalized request: the builder runs, the compile does not."""
+    await evaluate_fixture(evaluator, "relu_sum.py", "ext_ok.py")
+    compiles = evaluator.extensions.compiles
+    variant = fixture_text("ext_ok.py").replace(
+        "    return out;\n", "    return out;   // the result\n"
+    ).replace("class ModelNew", "# a second candidate\nclass ModelNew")
+    assert source_hash(variant) != source_hash(fixture_text("ext_ok.py"))
+    result = await evaluator.evaluate(
+        load_problem(str(FIXTURES / "relu_sum.py")), variant, device="cpu", settings=FAST, use_cache=False
+    )
+    assert result.status is Status.PASSED, result.message
+    assert evaluator.extensions.compiles == compiles
+    assert result.extensions == [
+        {**result.extensions[0], "name": "stark_relu_sum", "layout": "cpp", "ok": True, "cached": True}
+    ]
+    named = {k: v for k, v in result.phase_seconds.items() if k != "other"}
+    assert abs(sum(named.values()) - result.wall_seconds) <= 0.05 * result.wall_seconds, result.phase_seconds
+
+
+async def test_a_hostile_build_request_is_a_build_error(evaluator, cache_dir) -> None:
+    """The candidate writes its own frames to the builder's channel: a request that is not one."""
+    result = await evaluate_fixture(evaluator, "relu_sum.py", "ext_hostile_request.py", use_cache=False)
+    assert (result.status, result.reason) == (Status.BUILD_ERROR, "request"), result.message
+    assert "cpp_sources must be a string or a list of strings" in result.message
+    named = await evaluator.evaluate(
+        load_problem(str(FIXTURES / "relu_sum.py")),
+        fixture_text("ext_ok.py").replace('name="stark_relu_sum"', 'name="../../escape"'),
+        device="cpu", settings=FAST, use_cache=False,
+    )  # fmt: skip
+    assert (named.status, named.reason) == (Status.BUILD_ERROR, "request")
+    assert "is not a Python identifier" in named.message
+
+
+async def test_the_compile_runs_in_its_jail(evaluator, cache_dir, tmp_path) -> None:
+    """A compiler wrapper (a flag the candidate chose) runs inside the compile jail: it cannot write
+    the host, the shared toolchain directory or the cache, and the build still succeeds."""
+    marks = [tmp_path / "escaped", cache_dir / "toolchain" / "poison", cache_dir / "escaped"]
+    source = fixture_text("ext_wrapper.py").replace("MARKS", " ".join(str(m) for m in marks))
+    result = await evaluator.evaluate(
+        load_problem(str(FIXTURES / "relu_sum.py")), source, device="cpu", settings=FAST, use_cache=False
+    )
+    assert result.status is Status.PASSED, (result.message, result.logs)
+    assert result.extensions[0]["primed"] == ["not primed: flags outside the plain list"]
+    assert not any(m.exists() for m in marks)
 
 
 async def test_same_extension_name_different_source_gets_its_own_build(evaluator, cache_dir) -> None:
@@ -48,7 +104,9 @@ async def test_same_extension_name_different_source_gets_its_own_build(evaluator
     ok = await evaluate_fixture(evaluator, "relu_sum.py", "ext_ok.py", use_cache=False)
     assert ok.status is Status.PASSED
     dirs = {source_hash(fixture_text(n)) for n in ("ext_ok.py", "ext_same_name.py")}
-    assert all((cache_dir / "builds" / d / "stark_relu_sum").is_dir() for d in dirs) and len(dirs) == 2
+    libraries = {next((cache_dir / "builds" / d / "ext").glob("*/stark_relu_sum.so")).parent for d in dirs}
+    libraries = {path.name for path in libraries}
+    assert len(dirs) == 2 and len(libraries) == 2  # two requests, two keys, two libraries
 
 
 async def test_build_past_its_budget_is_killed_and_leaves_nothing(evaluator, cache_dir) -> None:

@@ -29,6 +29,9 @@ def test_json_verdict_and_exit_code_zero(tmp_path) -> None:
     assert data["runtime"]["unit"] == "ms" and data["runtime"]["samples"] >= 30
     assert set(data["baselines"]) == {"eager"} and data["speedups"]["eager"] > 0
     assert data["correctness"]["allclose_1e2"] is True and isinstance(data["flags"], list)
+    phases, wall = data["phase_seconds"], data["wall_seconds"]
+    assert {"queue", "process_start", "load", "correctness", "timing", "teardown"} <= set(phases)
+    assert abs(sum(phases.values()) - wall) <= 0.05 * wall and phases["other"] <= 0.05 * wall, phases
     assert (tmp_path / "cache" / "results").is_dir()
     trust = data["trust"]
     assert trust["isolation"] in ("sandbox", "uid", "process")

@@ -161,3 +161,31 @@ def test_run_streamed_echoes_output_and_interrupts_at_the_deadline() -> None:
     assert rc is None
     assert seconds < 3 + gpu_check.GRACE_S
     assert "TIMEOUT after 3s" in out.text() and "still running" not in out.text()
+
+
+def test_pipeline_dry_run_checks_its_candidates() -> None:
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "tools" / "bench_evaluator.py"), "--dry-run", "--pipeline"],
+        cwd=ROOT, capture_output=True, text=True, timeout=60,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    row = "| pipeline candidates (distinct sources, extension names) | 9, 9 of 9 | all distinct | PASS |"
+    assert row in proc.stdout
+    rows: list = []
+    bench.pipeline_dry_run(rows)
+    assert rows[0][3] is True and len(set(bench.pipeline_candidates(8))) == 8
+
+
+def test_bench_builds_dry_run_classifies_both_layouts() -> None:
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "tools" / "bench_builds.py"), "--dry-run"],
+        cwd=ROOT, capture_output=True, text=True, timeout=120,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "| torch_header | " in proc.stdout and " | torch_headers | " in proc.stdout
+    assert "| fast_layout | " in proc.stdout and " | fast | " in proc.stdout
+    assert "dry run ok" in proc.stdout
+    builds = _load("bench_builds")
+    module = builds.candidate_module(builds.CANDIDATES["fast_layout"]["spec"], "_x", "tag")
+    assert "# tag" in module and "'bench_softplus_x'" in module
+    ast.parse(module)

@@ -187,6 +187,9 @@ async def test_evaluate_kernel_verdicts(served: Served, mode: str, candidate: st
     progress.assert_increasing()
     if not result["cached"]:
         assert progress.events, "an uncached evaluation reports its phases"
+        messages = [m or "" for _, _, m in progress.events]
+        assert {"load", "correctness"} <= set(messages) and ("timing" in messages) == (status == "passed")
+        assert messages[-1].startswith(f"done: {status} in ") and " s (" in messages[-1]
     if status == "passed":
         assert result["runtime_ms"] > 0 and result["speedups"]["eager"] > 0
         assert "add_child" in result["next"]

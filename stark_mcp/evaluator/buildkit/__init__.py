@@ -7,7 +7,15 @@ evaluator can import it as ``buildkit`` from sandboxed processes where ``stark_m
 from .compile import BuildReport, StepRecord, build
 from .intercept import BuildFailed, LocalResolver, install, load_built, local_resolver, uninstall
 from .normalize import normalize_source
-from .request import ExtensionRequest, Toolchain, is_cacheable, request_key
+from .request import (
+    ExtensionRequest,
+    Toolchain,
+    check_limits,
+    flags_are_plain,
+    is_cacheable,
+    layout,
+    request_key,
+)
 
 __all__ = [
     "BuildFailed",
@@ -17,8 +25,11 @@ __all__ = [
     "StepRecord",
     "Toolchain",
     "build",
+    "check_limits",
+    "flags_are_plain",
     "install",
     "is_cacheable",
+    "layout",
     "load_built",
     "local_resolver",
     "normalize_source",

@@ -143,12 +143,14 @@ def build(
     link: bool = True,
     jobs: int | None = None,
     light_substitutes: dict[str, str] | None = None,
+    make_shared: bool = True,
 ) -> BuildReport:
     """Build ``request`` into ``out_dir`` (``<name>.so`` there) and write ``build_report.json``.
 
     ``pch_dir`` holds the shared precompiled headers and light-include profiles; without it the
-    fast strategy uses neither. ``link=False`` stops after the object files (compile-only checks on
-    machines without torch's CUDA libraries).
+    fast strategy uses neither. ``make_shared=False`` only reads ``pch_dir`` (a compile jail: what
+    is missing there is skipped, never made; ``prime`` makes it). ``link=False`` stops after the
+    object files (compile-only checks on machines without torch's CUDA libraries).
     """
     start = time.monotonic()
     out_dir = os.path.abspath(out_dir)
@@ -171,6 +173,7 @@ def build(
                 link,
                 jobs,
                 LIGHT_DEFAULT if light_substitutes is None else light_substitutes,
+                make_shared,
             )
             report.steps = steps
             report.ok, report.log = outcome.ok, outcome.log
@@ -200,6 +203,48 @@ def build(
 
 
 LIGHT_DEFAULT = light.LIGHT_SUBSTITUTES
+
+
+def prime(request: ExtensionRequest, work_dir: str, pch_dir: str) -> list[str]:
+    """Make the precompiled headers and include profiles ``request``'s fast build would use.
+
+    Trusted code runs this so that compile jails can read ``pch_dir`` without writing it. It renders
+    the request (writing its sources as text) but compiles only torch's own headers, with the
+    request's flags: callers prime only requests whose flags cannot load or run anything
+    (``request.flags_are_plain``). Returns one note per shared file found or made.
+    """
+    build_dir = os.path.join(os.path.abspath(work_dir), "build")
+    os.makedirs(build_dir, exist_ok=True)
+    rendered = render(request, build_dir)
+    nf = parse(_read(write_ninja(rendered, build_dir)))
+    toolchain = Toolchain.detect()
+    notes: list[str] = []
+    for edge in nf.edges:
+        source, command = edge.inputs[0] if edge.inputs else "", nf.command(edge)
+        if edge.rule == "compile":
+            header = pch.first_include(_read(source))
+            if header in pch.PCH_HEADERS and pch.user_flags_allow_pch(
+                request.extra_cflags, request.extra_include_paths
+            ):
+                compiler = shlex.split(nf.variables["cxx"])
+                words = shlex.split(command)[len(compiler) :]
+                made = pch.ensure_pch(
+                    os.path.join(pch_dir, "pch"),
+                    compiler,
+                    [w for w in words if w != source],
+                    header,
+                    _isystem_dirs(words),
+                    toolchain.cxx_version,
+                )
+                notes.append(f"pch {header}: " + ("ready" if made.flags else made.reason))
+        elif edge.rule == "cuda_compile" and len(shlex.split(nf.variables.get("nvcc", ""))) == 1:
+            original = _read(source)
+            _text, swapped = light.rewrite(original, LIGHT_DEFAULT)
+            if swapped:
+                argv = nvccplan.strip_dependency_flags(shlex.split(command))
+                reason = _light_blocked(original, swapped, LIGHT_DEFAULT, argv, source, pch_dir, toolchain)
+                notes.append("light profile: " + ("ready" if not reason else reason))
+    return notes
 
 
 def _finish(report: BuildReport, out_dir: str, start: float) -> BuildReport:
@@ -246,6 +291,7 @@ def _build_fast(
     link: bool,
     jobs: int | None,
     substitutes: dict[str, str],
+    make_shared: bool = True,
 ) -> tuple[_Outcome, list[StepRecord]]:
     nf = parse(_read(write_ninja(rendered, build_dir)))
     unknown = {e.rule for e in nf.edges} - {"compile", "cuda_compile", "link"}
@@ -265,6 +311,7 @@ def _build_fast(
                 pch_dir,
                 toolchain,
                 substitutes,
+                make_shared,
             )
             for e in compiles
         ]
@@ -299,6 +346,7 @@ def _compile_cpp(
     pch_dir: str | None,
     toolchain: Toolchain,
     substitutes: dict[str, str],
+    make_shared: bool = True,
 ) -> _Outcome:
     target, source = edge.outputs[0], edge.inputs[0]
     command = nf.command(edge)
@@ -314,7 +362,13 @@ def _compile_cpp(
         flags = [w for w in words if w != source]
         include_dirs = _isystem_dirs(words)
         made = pch.ensure_pch(
-            os.path.join(pch_dir, "pch"), compiler, flags, header, include_dirs, toolchain.cxx_version
+            os.path.join(pch_dir, "pch"),
+            compiler,
+            flags,
+            header,
+            include_dirs,
+            toolchain.cxx_version,
+            make=make_shared,
         )
         outcome.pch_seconds = made.built_seconds or 0.0
         if made.flags:
@@ -347,6 +401,7 @@ def _compile_cu(
     pch_dir: str | None,
     toolchain: Toolchain,
     substitutes: dict[str, str],
+    make_shared: bool = True,
 ) -> _Outcome:
     target, source = edge.outputs[0], edge.inputs[0]
     command = nf.command(edge)
@@ -359,7 +414,9 @@ def _compile_cu(
         argv = nvccplan.strip_dependency_flags(shlex.split(command))
         light_text, swapped = light.rewrite(original, substitutes)
         if swapped:
-            reason = _light_blocked(original, swapped, substitutes, argv, source, pch_dir, toolchain)
+            reason = _light_blocked(
+                original, swapped, substitutes, argv, source, pch_dir, toolchain, make_shared
+            )
             if reason:
                 outcome.fallbacks.append(f"{target}: kept the full include set ({reason})")
             else:
@@ -420,6 +477,7 @@ def _light_blocked(
     source: str,
     pch_dir: str | None,
     toolchain: Toolchain,
+    make_shared: bool = True,
 ) -> str:
     if not pch_dir:
         return "no profile directory"
@@ -429,7 +487,7 @@ def _light_blocked(
         key = hashlib.sha256(blob.encode()).hexdigest()[:24]
         try:
             profile = light.load_or_make_profile(
-                os.path.join(pch_dir, "light"), key, pre, full, substitutes[full]
+                os.path.join(pch_dir, "light"), key, pre, full, substitutes[full], make=make_shared
             )
         except (RuntimeError, OSError, subprocess.TimeoutExpired) as exc:
             return f"no profile: {exc}"[:300]
@@ -440,6 +498,8 @@ def _light_blocked(
 
 
 def _preprocess_argv(argv: list[str], source: str) -> list[str]:
+    """The command minus input, output and the extension's name (no torch header reads
+    ``TORCH_EXTENSION_NAME``), so one profile serves every extension built with these flags."""
     out: list[str] = []
     skip = False
     for word in argv:
@@ -449,7 +509,7 @@ def _preprocess_argv(argv: list[str], source: str) -> list[str]:
         if word == "-o":
             skip = True
             continue
-        if word in ("-c", source):
+        if word in ("-c", source) or word.startswith("-DTORCH_EXTENSION_NAME="):
             continue
         out.append(word)
     return out

@@ -1,5 +1,7 @@
 """Build one extension request: ``python compile_main.py REQUEST_JSON OUT_DIR [--pch-dir DIR]``.
 
+``--pch-readonly`` reads a shared ``--pch-dir`` without writing it (a compile jail); ``--prime`` only
+makes what that directory should hold for the request (trusted code, flags checked first).
 Runs compilers on the request's sources and nothing else: no candidate Python code, no import of
 the built library. Its output directory can therefore be cached by ``request_key`` and shared
 between candidates. Exit status: 0 built, 1 the build failed (the report holds the compiler log),
@@ -24,6 +26,14 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--strategy", choices=("fast", "plain"), default="fast")
     parser.add_argument("--no-link", action="store_true", help="stop after the object files")
+    parser.add_argument(
+        "--pch-readonly", action="store_true", help="use what --pch-dir holds; make nothing there"
+    )
+    parser.add_argument(
+        "--prime",
+        action="store_true",
+        help="only make the precompiled headers and include profiles the build would use (trusted)",
+    )
     args = parser.parse_args(argv)
 
     # The evaluator directory is on sys.path only while this package is imported; torch and the
@@ -32,7 +42,7 @@ def main(argv: list[str] | None = None) -> int:
     parent = os.path.dirname(here)
     sys.path.insert(0, parent)
     try:
-        from buildkit.compile import build
+        from buildkit.compile import build, prime
         from buildkit.request import ExtensionRequest
     finally:
         sys.path.remove(parent)
@@ -44,7 +54,20 @@ def main(argv: list[str] | None = None) -> int:
         print(f"compile_main: unusable request: {exc}", file=sys.stderr)
         return 2
     os.makedirs(args.out_dir, exist_ok=True)
-    report = build(request, args.out_dir, strategy=args.strategy, pch_dir=args.pch_dir, link=not args.no_link)
+    if args.prime:
+        if not args.pch_dir:
+            print("compile_main: --prime needs --pch-dir", file=sys.stderr)
+            return 2
+        print(json.dumps({"primed": prime(request, args.out_dir, args.pch_dir)}))
+        return 0
+    report = build(
+        request,
+        args.out_dir,
+        strategy=args.strategy,
+        pch_dir=args.pch_dir,
+        link=not args.no_link,
+        make_shared=not args.pch_readonly,
+    )
     summary = {k: v for k, v in report.to_dict().items() if k != "log"}
     print(json.dumps(summary))
     return 0 if report.ok else 1

@@ -2,11 +2,12 @@
 
 ``install(resolver)`` replaces ``load_inline`` in this process. A call is turned into an
 ``ExtensionRequest``, ``resolver(request)`` returns the directory (or the library file) built for
-it, and the library is imported exactly as ``load_inline`` imports it: the same module object, so
-the candidate's calls behave the same. Arguments ``load_inline`` would reject raise the same
-``TypeError``; a failed build raises ``RuntimeError("Error building extension '<name>': <log>")``
-as torch does. Calls with ``sycl_sources`` go to the original function. ``load`` (from files on
-disk) is left alone: its sources may include files next to them that a separate builder cannot see.
+it (or None: the original ``load_inline`` then builds it), and the library is imported exactly
+as ``load_inline`` imports it: the same module object, so the candidate's calls behave the same.
+Arguments ``load_inline`` would reject raise the same ``TypeError``; a failed build raises
+``RuntimeError("Error building extension '<name>': <log>")`` as torch does. Calls with
+``sycl_sources`` go to the original function. ``load`` (from files on disk) is left alone: its
+sources may include files next to them that a separate builder cannot see.
 
 ``local_resolver(cache_dir)`` runs ``compile_main.py`` in a subprocess and caches its output by
 ``request_key``; the evaluator supplies a sandboxed resolver of its own.
@@ -31,7 +32,8 @@ from typing import Any
 from .compile import REPORT_FILE, BuildReport
 from .request import ExtensionRequest, Toolchain, is_cacheable, request_key
 
-Resolver = Callable[[ExtensionRequest], str]
+PREBUILT_INDEX = "extensions.json"  # in a candidate's build directory: request identity -> library dir
+Resolver = Callable[[ExtensionRequest], "str | None"]
 COMPILE_MAIN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "compile_main.py")
 
 _state: dict[str, Any] = {"original": None, "versions": {}}
@@ -64,7 +66,10 @@ def install(resolver: Resolver) -> None:
         if arguments.get("sycl_sources"):
             return original(*args, **kwargs)
         request = _versioned(ExtensionRequest.from_load_inline(**arguments))
-        return load_built(request, resolver(request))
+        built = resolver(request)
+        if built is None:  # the resolver has no build for it: torch builds it as it always did
+            return original(*args, **kwargs)
+        return load_built(request, built)
 
     load_inline.__stark_buildkit__ = True  # type: ignore[attr-defined]
     ce.load_inline = load_inline
@@ -78,6 +83,14 @@ def uninstall() -> None:
             ce.load_inline = _state["original"]
             _state["original"] = None
         _state["versions"] = {}
+
+
+def request_identity(request: ExtensionRequest) -> str:
+    """Names one request exactly (every argument, the name after torch-style renaming): the index
+    of prebuilt libraries a runner reads is keyed by it."""
+    import hashlib
+
+    return hashlib.sha256(request.to_json().encode()).hexdigest()
 
 
 def _versioned(request: ExtensionRequest) -> ExtensionRequest:

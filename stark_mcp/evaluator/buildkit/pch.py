@@ -121,8 +121,11 @@ def ensure_pch(
     include_dirs: list[str],
     compiler_version: str,
     timeout: float = 900.0,
+    make: bool = True,
 ) -> PchResult:
-    """Make (once) or find the ``.gch`` of ``header`` for these flags; return the flags that use it."""
+    """Make (once) or find the ``.gch`` of ``header`` for these flags; return the flags that use it.
+
+    ``make=False``: only find it (a compile jail reads a directory that trusted code fills)."""
     header_path = find_header(header, include_dirs)
     if header_path is None:
         return PchResult([], reason=f"{header} not found in torch's include directories")
@@ -133,6 +136,8 @@ def ensure_pch(
     use = [f"-I{directory}", "-Winvalid-pch"]
     if os.path.exists(gch):
         return PchResult(use, header=header, path=gch)
+    if not make:
+        return PchResult([], reason=f"no precompiled header made for these flags yet ({key})")
     os.makedirs(os.path.dirname(gch), exist_ok=True)
     with exclusive(os.path.join(directory, ".lock")):  # concurrent first builds wait for one maker
         if os.path.exists(gch):

@@ -8,6 +8,7 @@ import hashlib
 import json
 import os
 import platform
+import re
 import shlex
 import shutil
 import subprocess
@@ -331,3 +332,74 @@ def external_fingerprint(request: ExtensionRequest) -> list[list[Any]] | str:
 
 def is_cacheable(request: ExtensionRequest) -> bool:
     return external_fingerprint(request) != "uncacheable"
+
+
+# Flags trusted code may pass to a compiler while making shared files from torch's own headers
+# (``compile.prime``): optimization, language, macros with plain values, warnings and targets.
+# Nothing here names a file, loads a plugin, runs a wrapper or forwards options to another tool.
+_PLAIN_FLAG = re.compile(
+    r"-O[0-3sgz]?|-std=(c|gnu)\+\+\d\d|-[DU][A-Za-z_][A-Za-z0-9_]*(=[A-Za-z0-9_.+-]*)?|-g|-lineinfo"
+    r"|-w|-W[a-z][a-z0-9-]*|-Wno-[a-z][a-z0-9-]*|-f(no-)?[a-z][a-z0-9-]*|-march=native|-m(avx2?|fma|f16c)"
+    r"|-?-use_fast_math|--expt-relaxed-constexpr|--expt-extended-lambda|-Xptxas=-v|--ptxas-options=-v"
+    r"|-res-usage|-arch=sm_\d+a?|-gencode=arch=compute_\d+a?,code=(sm|compute)_\d+a?|--?maxrregcount=\d+"
+    r"|--fmad=(true|false)|--extra-device-vectorization|-DNDEBUG"
+)
+_NO_PLUGIN = ("-fplugin", "-fprofile", "-fdump", "-fstack-usage", "-fcallgraph", "-fsave", "-fdebug-prefix")
+NAME_PATTERN = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,99}")
+MAX_SOURCE_BYTES = 512 << 10  # one request's sources together (frames between processes are 1 MiB)
+MAX_FLAGS = 64
+
+
+def flags_are_plain(request: ExtensionRequest) -> bool:
+    """Every flag is on the plain list and no include path is added: safe for trusted ``prime``."""
+    if request.extra_include_paths or request.extra_ldflags and not _plain(request.extra_ldflags):
+        return False
+    return _plain(request.extra_cflags) and _plain(request.extra_cuda_cflags)
+
+
+def _plain(flags: tuple[str, ...]) -> bool:
+    for flag in flags:
+        try:
+            words = shlex.split(flag)
+        except ValueError:
+            return False
+        for word in words:
+            if not _PLAIN_FLAG.fullmatch(word) or word.startswith(_NO_PLUGIN):
+                return False
+    return True
+
+
+def check_limits(request: ExtensionRequest) -> None:
+    """``ValueError`` for a request no honest ``load_inline`` call makes: a name that is not an
+    identifier (it becomes a file and a module name), sources or flags beyond sane sizes."""
+    if not NAME_PATTERN.fullmatch(request.name):
+        raise ValueError(f"extension name {request.name[:80]!r} is not a Python identifier")
+    size = sum(len(s.encode()) for s in (*request.cpp_sources, *request.cuda_sources))
+    if size > MAX_SOURCE_BYTES:
+        raise ValueError(f"the sources are {size} bytes; at most {MAX_SOURCE_BYTES} are accepted")
+    count = len(request.extra_cflags) + len(request.extra_cuda_cflags) + len(request.extra_ldflags)
+    if count + len(request.extra_include_paths) > MAX_FLAGS:
+        raise ValueError(f"more than {MAX_FLAGS} extra flags and include paths")
+    for what, names in (("functions", request.functions or ()),):
+        for fname, _doc in names:
+            if not NAME_PATTERN.fullmatch(fname):
+                raise ValueError(f"{what}: {fname[:80]!r} is not a C++ identifier")
+    for text in (*request.cpp_sources, *request.cuda_sources, *request.extra_cflags):
+        if "\x00" in text:
+            raise ValueError("a source or flag holds a NUL byte")
+
+
+_TORCH_INCLUDE = re.compile(r"^[ \t]*#[ \t]*include[ \t]*[<\"](torch|ATen|c10|pybind11)/", re.MULTILINE)
+
+
+def layout(request: ExtensionRequest) -> str:
+    """``fast``: CUDA sources that include no torch, ATen, c10 or pybind11 header (the layout the
+    prompt recommends: kernels and an ``extern "C"`` launcher in the ``.cu``, the torch wrapper in
+    ``cpp_sources``) with ``no_implicit_headers``, so nvcc never parses torch; ``torch_headers``:
+    CUDA sources that do (``load_inline`` prepends ``torch/types.h`` unless told not to);
+    ``cpp``: no CUDA sources."""
+    if not request.cuda_sources:
+        return "cpp"
+    if request.no_implicit_headers and not any(_TORCH_INCLUDE.search(s) for s in request.cuda_sources):
+        return "fast"
+    return "torch_headers"

@@ -1,24 +1,47 @@
 """The sandboxed builder: ``python -P -m stark_mcp.evaluator.untrusted.builder FRAMES_FD CANDIDATE``.
 
-Importing the candidate runs its ``load_inline`` calls, which compile into ``TORCH_EXTENSIONS_DIR``
-(the only writable directory besides scratch). No GPU is visible here. The parent copies the build
-directory into its cache after this process and everything it started are gone.
+Importing the candidate runs its ``load_inline`` calls. Each one becomes an extension request
+(``buildkit``), sent to the parent as a ``build_request`` frame; the parent validates it, answers
+from its signed extension cache or compiles it in a compile jail of its own, copies the library into
+this builder's build directory and answers ``built`` (the directory, as this process sees it) or
+``build_failed`` (the compiler's log). The library is then imported as ``load_inline`` would, so the
+candidate's import goes on as it would under torch. No GPU is visible here; nothing this process
+says is believed: the parent checks every frame, and what it caches comes from its own jails.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import sys
+from typing import Any
 
 from stark_mcp.evaluator.common import frames
 from stark_mcp.evaluator.sandbox.launch import die_with_parent
 from stark_mcp.evaluator.untrusted import loading
 
 
+def remote_resolver(frames_fd: int) -> Any:
+    from stark_mcp.evaluator.buildkit import intercept
+
+    def resolve(request: Any) -> str:
+        frames.send(frames_fd, {"kind": "build_request", "request": json.loads(request.to_json())})
+        answer = frames.recv(frames_fd)
+        if answer is None or answer.get("kind") != "built":
+            log = "the evaluator ended the build" if answer is None else str(answer.get("log", ""))
+            raise intercept.BuildFailed(request.name, log)
+        return str(answer["path"])
+
+    return resolve
+
+
 def main(frames_fd: int, path: str) -> None:
     sys.path[:] = [p for p in sys.path if p not in ("", os.getcwd())]
     die_with_parent()
     os.makedirs(os.environ.get("HOME", "/tmp"), exist_ok=True)
+    from stark_mcp.evaluator.buildkit import intercept
+
+    intercept.install(remote_resolver(frames_fd))
     try:
         loading.import_candidate(path)
     except loading.Verdict as v:

@@ -8,6 +8,8 @@ candidates accurate verdicts and clear messages; the defences live in the truste
 from __future__ import annotations
 
 import importlib.util
+import json
+import os
 import random
 import sys
 import traceback
@@ -64,6 +66,33 @@ def import_candidate(path: str) -> ModuleType:
         raise Verdict(
             "load_error", "import", f"importing the candidate failed: {describe(exc)}", traceback.format_exc()
         ) from None
+
+
+def install_prebuilt(build_dir: str | None) -> bool:
+    """Serve ``load_inline`` calls from the libraries the parent built for this candidate.
+
+    The parent writes ``<build_dir>/extensions.json`` after the builder's run; a call it names loads
+    that library, any other call (a module built by its runner, a source that changed between two
+    imports) goes to torch's own ``load_inline``. Returns whether an index was found."""
+    if not build_dir:
+        return False
+    from stark_mcp.evaluator.buildkit import intercept
+
+    path = os.path.join(build_dir, intercept.PREBUILT_INDEX)
+    try:
+        with open(path) as fh:
+            index = json.load(fh)
+    except (OSError, ValueError):
+        return False
+    if not isinstance(index, dict):
+        return False
+
+    def resolve(request: Any) -> str | None:
+        where = index.get(intercept.request_identity(request))
+        return os.path.join(build_dir, where) if isinstance(where, str) else None
+
+    intercept.install(resolve)
+    return True
 
 
 def looks_like_cuda_unavailable(text: str) -> bool:

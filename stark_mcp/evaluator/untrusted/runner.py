@@ -74,6 +74,7 @@ class Runner:
             module = loading.load_module(s["module_path"], "problem")
             cls = module.Model
         else:
+            loading.install_prebuilt(os.environ.get("TORCH_EXTENSIONS_DIR"))
             module = loading.import_candidate(s["module_path"])
             cls = getattr(module, "ModelNew", None)
             if cls is None:

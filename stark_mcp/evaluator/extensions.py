@@ -1,0 +1,367 @@
+"""Extension builds requested by a candidate's ``load_inline`` calls: validated, keyed, cached, jailed.
+
+The builder (a jail running the candidate's import) sends each ``load_inline`` call as a request
+(``buildkit.ExtensionRequest`` as JSON). Here, in the parent:
+
+- the request is validated (types, a name that is an identifier, bounded sizes); anything else ends
+  the build with ``build_error/request``;
+- its ``request_key`` (normalized sources, every argument, the toolchain) names a directory of
+  ``<cache>/extensions``, signed like every cache entry; a match is a hit, a mismatch is rebuilt;
+- on a miss, ``compile_main`` builds it in a **compile jail** (the sources are the candidate's, so
+  compiling is untrusted work): the request read-only, a fresh output directory its only writable
+  path, and the shared toolchain directory (precompiled headers, include profiles) read-only;
+- that toolchain directory is filled only here, by ``compile_main --prime`` run as trusted code for
+  requests whose flags are all on the plain list (``buildkit.flags_are_plain``): it compiles
+  torch's own headers with those flags, never the candidate's sources.
+Only the library, the report and the log leave a compile jail, as regular files.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import hashlib
+import json
+import os
+import secrets
+import shutil
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from stark_mcp.evaluator.buildkit.request import (
+    ExtensionRequest,
+    Toolchain,
+    check_limits,
+    flags_are_plain,
+    is_cacheable,
+    layout,
+    request_key,
+)
+from stark_mcp.evaluator.integrity import Integrity, seal_directory, verified_directory
+from stark_mcp.evaluator.logs import trim_compiler_log
+from stark_mcp.evaluator.sandbox.launch import Jail, JailSpec, Mount, inside_path
+from stark_mcp.evaluator.sandbox.levels import IsolationInfo
+
+COMPILE_MAIN = str(Path(__file__).resolve().parent / "buildkit" / "compile_main.py")
+KEEP = ("build_report.json", "build.log")  # besides the library, what leaves a compile jail
+LIBRARY_SUFFIX = ".so"
+
+
+class BadRequest(ValueError):
+    """A build request no honest ``load_inline`` call produces."""
+
+
+def parse_request(frame: dict[str, Any]) -> ExtensionRequest:
+    """The request inside a builder's ``build_request`` frame, or ``BadRequest`` saying why not."""
+    data = frame.get("request")
+    if not isinstance(data, dict):
+        raise BadRequest("the frame holds no request object")
+    try:
+        request = ExtensionRequest.from_json(json.dumps(data))
+        check_limits(request)
+        for name in ("with_cuda",):
+            if getattr(request, name) not in (None, True, False):
+                raise ValueError(f"{name} must be true, false or null")
+        for name in ("is_python_module", "with_pytorch_error_handling", "no_implicit_headers"):
+            if not isinstance(getattr(request, name), bool):
+                raise ValueError(f"{name} must be true or false")
+    except (TypeError, ValueError) as exc:
+        raise BadRequest(str(exc)[:500]) from None
+    return request
+
+
+@dataclass
+class ExtensionBuild:
+    """One request resolved: ``directory`` holds ``<name>.so`` when ``ok``; ``log`` when not."""
+
+    ok: bool
+    key: str
+    name: str
+    layout: str
+    directory: Path | None = None
+    log: str = ""
+    cached: bool = False
+    seconds: float = 0.0
+    primed: list[str] = field(default_factory=list)
+    report: dict[str, Any] = field(default_factory=dict)
+
+    def summary(self) -> dict[str, Any]:
+        steps = self.report.get("steps") if isinstance(self.report.get("steps"), list) else []
+        return {
+            "name": self.name,
+            "key": self.key,
+            "layout": self.layout,
+            "ok": self.ok,
+            "cached": self.cached,
+            "seconds": round(self.seconds, 3),
+            "strategy": str(self.report.get("strategy", ""))[:20],
+            "variants": sorted({str(s.get("variant"))[:20] for s in steps if isinstance(s, dict)}),
+            "fallbacks": [str(f)[:300] for f in (self.report.get("fallbacks") or [])[:8]],
+            "primed": self.primed,
+        }
+
+
+class ExtensionCache:
+    """``<root>/<request_key>/``: a library built in a compile jail, signed by the parent."""
+
+    def __init__(self, root: Path, toolchain_dir: Path, integrity: Integrity) -> None:
+        self.root, self.toolchain_dir, self.integrity = root, toolchain_dir, integrity
+        self._locks: dict[str, asyncio.Lock] = {}
+        self._toolchains: dict[str, asyncio.Task[Toolchain]] = {}
+        self.compiles = 0  # compile jails started (tests and benchmarks read it)
+
+    def directory(self, key: str) -> Path:
+        return self.root / key
+
+    def verified(self, key: str, name: str) -> bool:
+        data = verified_directory(self.directory(key), self.integrity)
+        return data is not None and data.get("key") == key and f"{name}{LIBRARY_SUFFIX}" in data["files"]
+
+    # -- the toolchain, detected once per build environment, off the event loop ---------------------
+    def toolchain(self, env: dict[str, str]) -> asyncio.Task[Toolchain]:
+        tag = json.dumps(env, sort_keys=True)
+        if tag not in self._toolchains:
+            self._toolchains[tag] = asyncio.ensure_future(_detect_toolchain(env))
+        return self._toolchains[tag]
+
+    async def resolve(
+        self,
+        request: ExtensionRequest,
+        env: dict[str, str],
+        isolation: IsolationInfo,
+        timeout: float,
+        hidden: list[str],
+        cpus: list[int] | None,
+    ) -> ExtensionBuild:
+        start = time.monotonic()
+        toolchain = await self.toolchain(env)
+        key = await asyncio.to_thread(request_key, request, toolchain)
+        cacheable = isolation.level != "process" and await asyncio.to_thread(is_cacheable, request)
+        lock = self._locks.setdefault(key, asyncio.Lock())
+        async with lock:
+            shape = layout(request)
+            if cacheable and await asyncio.to_thread(self.verified, key, request.name):
+                report = _read_json(self.directory(key) / KEEP[0])
+                return ExtensionBuild(
+                    True,
+                    key,
+                    request.name,
+                    shape,
+                    self.directory(key),
+                    cached=True,
+                    seconds=time.monotonic() - start,
+                    report=report,
+                )
+            primed = await self._prime(request, env, toolchain, timeout)
+            build = await self._compile(request, key, env, isolation, timeout, hidden, cpus, cacheable)
+        build.layout, build.primed = shape, primed
+        build.seconds = time.monotonic() - start
+        return build
+
+    # -- trusted: the shared toolchain directory ------------------------------------------------------
+    async def _prime(
+        self, request: ExtensionRequest, env: dict[str, str], toolchain: Toolchain, timeout: float
+    ) -> list[str]:
+        if not flags_are_plain(request):
+            return ["not primed: flags outside the plain list"]
+        prime_key = _prime_key(request, toolchain)
+        marker = self.toolchain_dir / "primed" / prime_key
+        # concurrent first builds with the same flags wait for one priming, not one each
+        async with self._locks.setdefault("prime-" + prime_key, asyncio.Lock()):
+            if marker.exists():
+                return []
+            return await self._prime_now(request, env, marker, timeout)
+
+    async def _prime_now(
+        self, request: ExtensionRequest, env: dict[str, str], marker: Path, timeout: float
+    ) -> list[str]:
+        work = Path(tempfile.mkdtemp(prefix="stark-prime-"))
+        try:
+            (work / "request.json").write_text(request.to_json())
+            proc = await asyncio.create_subprocess_exec(
+                sys.executable, "-P", COMPILE_MAIN, str(work / "request.json"), str(work / "out"),
+                "--pch-dir", str(self.toolchain_dir), "--prime",
+                env=env, cwd=work, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+            )  # fmt: skip
+            try:
+                out, err = await asyncio.wait_for(proc.communicate(), timeout)
+            except (TimeoutError, asyncio.CancelledError):
+                proc.kill()
+                await proc.wait()
+                raise
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+        if proc.returncode != 0:
+            return [f"priming failed: {err.decode(errors='replace')[-300:]}"]
+        try:
+            notes = [str(n)[:300] for n in json.loads(out.decode().strip().splitlines()[-1])["primed"]]
+        except (ValueError, KeyError, IndexError):
+            notes = []
+        marker.parent.mkdir(parents=True, exist_ok=True)
+        marker.write_text(json.dumps(notes))
+        return notes
+
+    # -- untrusted: the compile jail ------------------------------------------------------------------
+    async def _compile(
+        self,
+        request: ExtensionRequest,
+        key: str,
+        env: dict[str, str],
+        isolation: IsolationInfo,
+        timeout: float,
+        hidden: list[str],
+        cpus: list[int] | None,
+        cacheable: bool,
+    ) -> ExtensionBuild:
+        self.root.mkdir(parents=True, exist_ok=True)
+        self.toolchain_dir.mkdir(parents=True, exist_ok=True)
+        job = Path(tempfile.mkdtemp(prefix="stark-compile-job-"))
+        out = self.root / f".tmp-{key}-{secrets.token_hex(4)}"
+        out.mkdir()
+        (job / "request.json").write_text(request.to_json())
+        os.chmod(job, 0o755)
+        os.chmod(job / "request.json", 0o644)
+        mounts = [
+            Mount(str(job), "/tmp/request"),
+            Mount(str(out), "/tmp/out", writable=True),
+            Mount(str(self.toolchain_dir), "/tmp/toolchain"),
+        ]
+        req_in, out_in, tool_in = (inside_path(isolation.level, m) for m in mounts)
+        spec = JailSpec(
+            argv=[
+                sys.executable, "-P", COMPILE_MAIN, f"{req_in}/request.json", out_in,
+                "--pch-dir", tool_in, "--pch-readonly",
+            ],
+            env=env,
+            name="compile",
+            mounts=mounts,
+            scratch_bytes=8 << 30,
+            max_file_bytes=4 << 30,
+            hidden=hidden,
+            cpus=cpus,
+        )  # fmt: skip
+        self.compiles += 1
+        log_path = job / "jail.log"
+        fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        try:
+            jail = await asyncio.to_thread(Jail.start, spec, isolation, stdout=fd, stderr=fd)
+        finally:
+            os.close(fd)
+        try:
+            code = await asyncio.to_thread(jail.wait, timeout)
+            if code is None:
+                jail.kill_all()
+        finally:
+            await asyncio.to_thread(jail.close)
+        try:
+            _own(out)
+            library = out / f"{request.name}{LIBRARY_SUFFIX}"
+            ok = code == 0 and library.is_file() and not library.is_symlink()
+            report = _read_json(out / KEEP[0])
+            if not ok:
+                log = _read_text(out / KEEP[1]) or _read_text(log_path)
+                if code is None:
+                    log = f"the compile ran past its {timeout:g} s budget and was killed\n" + log
+                return ExtensionBuild(False, key, request.name, "", log=trim_compiler_log(log), report=report)
+            for entry in list(out.iterdir()):  # only regular files we expect leave the jail
+                if entry.name not in (library.name, *KEEP) or entry.is_symlink() or not entry.is_file():
+                    shutil.rmtree(entry, ignore_errors=True) if entry.is_dir() else entry.unlink()
+            if not cacheable:
+                final = self.root / f".uncached-{key}-{secrets.token_hex(4)}"
+                os.replace(out, final)
+                return ExtensionBuild(True, key, request.name, "", final, report=report)
+            final = self.directory(key)
+            if final.exists():
+                shutil.rmtree(final, ignore_errors=True)  # unsigned or tampered: never reused
+            try:
+                os.replace(out, final)
+            except OSError:  # another evaluator on this cache sealed the same key meanwhile
+                if not self.verified(key, request.name):
+                    raise
+            else:
+                seal_directory(final, self.integrity, {"key": key, "name": request.name})
+            return ExtensionBuild(True, key, request.name, "", final, report=report)
+        finally:
+            shutil.rmtree(job, ignore_errors=True)
+            shutil.rmtree(out, ignore_errors=True)
+
+    def copy_into(self, build: ExtensionBuild, target: Path) -> None:
+        """The library (read-only) into a candidate's build directory; the cache stays the parent's."""
+        assert build.directory is not None
+        target.mkdir(parents=True, exist_ok=True)
+        name = f"{build.name}{LIBRARY_SUFFIX}"
+        shutil.copyfile(build.directory / name, target / name)
+        os.chmod(target / name, 0o555)
+        if build.directory.name.startswith(".uncached-"):
+            shutil.rmtree(build.directory, ignore_errors=True)
+
+
+async def _detect_toolchain(env: dict[str, str]) -> Toolchain:
+    """``Toolchain.detect()`` in a child with the builds' environment: the parent never imports torch."""
+    code = (
+        "import dataclasses, json, sys; sys.path.insert(0, sys.argv[1]); "
+        "from buildkit.request import Toolchain; print(json.dumps(dataclasses.asdict(Toolchain.detect())))"
+    )
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-P", "-c", code, str(Path(COMPILE_MAIN).parents[1]),
+        env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    out, err = await proc.communicate()
+    if proc.returncode != 0:
+        raise RuntimeError(f"detecting the build toolchain failed: {err.decode(errors='replace')[-1000:]}")
+    return Toolchain(**json.loads(out.decode().strip().splitlines()[-1]))
+
+
+def _prime_key(request: ExtensionRequest, toolchain: Toolchain) -> str:
+    """What decides which shared files a fast build looks for: flags, toolchain, header layout."""
+    blob = json.dumps(
+        [
+            dataclasses.asdict(toolchain),
+            request.extra_cflags,
+            request.extra_cuda_cflags,
+            request.uses_cuda,
+            request.is_python_module,
+            request.no_implicit_headers,
+            request.functions is not None,
+            layout(request),
+            [s.lstrip()[:200].split("\n", 1)[0] for s in request.cpp_sources[:1]],
+            any("torch/extension.h" in s for s in request.cuda_sources),
+        ],
+        sort_keys=True,
+    )
+    return hashlib.sha256(blob.encode()).hexdigest()[:32]
+
+
+def _own(path: Path) -> None:
+    """Take a compile jail's output back from the sandbox uid."""
+    if os.geteuid() != 0 or not path.exists():
+        return
+    for root, dirs, files in os.walk(path):
+        for name in [root, *(os.path.join(root, d) for d in dirs), *(os.path.join(root, f) for f in files)]:
+            try:
+                os.lchown(name, 0, 0)
+            except OSError:
+                pass
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text()) if path.stat().st_size < (4 << 20) else {}
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _read_text(path: Path, limit: int = 256 << 10) -> str:
+    try:
+        with path.open("rb") as fh:
+            size = path.stat().st_size
+            if size > limit:
+                fh.seek(size - limit)
+            return fh.read().decode("utf-8", "replace")
+    except OSError:
+        return ""
