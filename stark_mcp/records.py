@@ -200,6 +200,15 @@ class Node(BaseModel):
 
 RunStatus = Literal["created", "running", "finished", "interrupted", "failed"]
 
+# What a run's candidates write their kernels in: CUDA C++ and Triton on a GPU, C++ on the CPU.
+KernelLanguage = Literal["cuda", "triton", "cpp"]
+LANGUAGES: tuple[str, ...] = ("cuda", "triton", "cpp")
+
+
+def default_language(device: str) -> KernelLanguage:
+    """A run's language when none is asked for: C++ on the CPU, CUDA C++ on a GPU."""
+    return "cpp" if device.split(":", 1)[0] == "cpu" else "cuda"
+
 
 class RunRecord(BaseModel):
     """One optimization of one problem on one device, with everything needed to resume it."""
@@ -214,6 +223,10 @@ class RunRecord(BaseModel):
     seed: int
     config: dict[str, Any] = Field(default_factory=dict)
     baselines: dict[str, TimingStats] = Field(default_factory=dict)
+    language: KernelLanguage = Field("cuda", description="what candidates write kernels in")
+    pending_baselines: list[str] = Field(
+        default_factory=list, description="baselines still being timed; speedups over them come later"
+    )
     status: RunStatus = "created"
     created_at: float
     updated_at: float

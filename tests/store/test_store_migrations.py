@@ -10,8 +10,9 @@ from stark_mcp.store import MIGRATIONS, Migration, Store, StoreError, apply_migr
 
 pytestmark = pytest.mark.anyio
 
+LATEST = len(MIGRATIONS)
 EXTRA = Migration(
-    2, "a later schema change", ("CREATE TABLE tags (run_id TEXT NOT NULL, tag TEXT NOT NULL)",)
+    LATEST + 1, "a later schema change", ("CREATE TABLE tags (run_id TEXT NOT NULL, tag TEXT NOT NULL)",)
 )
 
 
@@ -34,19 +35,19 @@ async def test_open_creates_folders_and_records_migrations_once(db_path: Path) -
 async def test_apply_is_idempotent_and_applies_only_what_is_new(tmp_path: Path) -> None:
     path = tmp_path / "m.db"
     async with aiosqlite.connect(path, isolation_level=None) as conn:
-        assert await apply_migrations(conn, MIGRATIONS) == [1]
+        assert await apply_migrations(conn, MIGRATIONS) == list(range(1, LATEST + 1))
         assert await apply_migrations(conn, MIGRATIONS) == []
-        assert await apply_migrations(conn, (*MIGRATIONS, EXTRA)) == [2]
+        assert await apply_migrations(conn, (*MIGRATIONS, EXTRA)) == [LATEST + 1]
         assert await apply_migrations(conn, (*MIGRATIONS, EXTRA)) == []
     with sqlite3.connect(path) as raw:
         tables = {r[0] for r in raw.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
     assert {"runs", "nodes", "evaluations", "exchanges", "tags", "schema_migrations"} <= tables
-    assert [n for n, _ in recorded(path)] == [1, 2]
+    assert [n for n, _ in recorded(path)] == list(range(1, LATEST + 2))
 
 
 async def test_a_failing_migration_leaves_the_previous_schema(tmp_path: Path) -> None:
     path = tmp_path / "m.db"
-    broken = Migration(2, "half good", ("CREATE TABLE half (x)", "CREATE TABLE runs (x)"))
+    broken = Migration(LATEST + 1, "half good", ("CREATE TABLE half (x)", "CREATE TABLE runs (x)"))
     async with aiosqlite.connect(path, isolation_level=None) as conn:
         await apply_migrations(conn, MIGRATIONS)
         with pytest.raises(sqlite3.OperationalError, match="already exists"):
@@ -54,21 +55,25 @@ async def test_a_failing_migration_leaves_the_previous_schema(tmp_path: Path) ->
         assert not conn.in_transaction
     with sqlite3.connect(path) as raw:
         assert raw.execute("SELECT name FROM sqlite_master WHERE name = 'half'").fetchall() == []
-    assert [n for n, _ in recorded(path)] == [1]
+    assert [n for n, _ in recorded(path)] == list(range(1, LATEST + 1))
 
 
 async def test_a_newer_database_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "m.db"
     async with aiosqlite.connect(path, isolation_level=None) as conn:
         await apply_migrations(conn, (*MIGRATIONS, EXTRA))
-    with pytest.raises(StoreError, match="schema version 2 but this stark-mcp knows only up to 1"):
+    with pytest.raises(
+        StoreError, match=f"schema version {LATEST + 1} but this stark-mcp knows only up to {LATEST}"
+    ):
         await Store.open(path)
 
 
 async def test_migration_numbers_must_be_contiguous(tmp_path: Path) -> None:
     async with aiosqlite.connect(tmp_path / "m.db", isolation_level=None) as conn:
         with pytest.raises(StoreError, match="migration numbers"):
-            await apply_migrations(conn, (*MIGRATIONS, Migration(3, "skips 2", ("SELECT 1",))))
+            await apply_migrations(
+                conn, (*MIGRATIONS, Migration(LATEST + 2, "skips one", ("SELECT 1",)))
+            )
 
 
 async def test_connection_settings(db_path: Path) -> None:
@@ -86,3 +91,22 @@ async def test_a_file_that_is_not_a_database_is_a_store_error(tmp_path: Path) ->
     path.write_bytes(b"these are my notes, not a database" * 100)
     with pytest.raises(StoreError, match="notes.db"):
         await Store.open(path)
+
+
+async def test_migration_2_gives_old_runs_a_language_and_no_pending_baselines(tmp_path: Path) -> None:
+    """A database of schema 1 with a CPU and a GPU run opens with languages cpp and cuda."""
+    path = tmp_path / "v1.db"
+    async with aiosqlite.connect(path, isolation_level=None) as conn:
+        await apply_migrations(conn, MIGRATIONS[:1])
+        for run_id, device in (("r-cpu", "cpu"), ("r-gpu", "cuda")):
+            await conn.execute(
+                "INSERT INTO runs VALUES (?, 'n', ?, 'h', ?, 'stark', '{}', 3, 1, '{}', '{}', 'created', 1, 1)",
+                (run_id, '{"name": "p", "source": "class Model: pass", "origin": "t"}', device),
+            )
+    async with await Store.open(path) as store:
+        runs = {run.id: run for run in await store.list_runs()}
+        assert runs["r-cpu"].language == "cpp" and runs["r-gpu"].language == "cuda"
+        assert runs["r-cpu"].pending_baselines == [] and runs["r-gpu"].pending_baselines == []
+        revision, nodes = await store.nodes_since("r-cpu", -1, 0)
+        assert (revision, nodes) == (0, [])
+    assert [n for n, _ in recorded(path)] == list(range(1, LATEST + 1))

@@ -15,7 +15,7 @@ import pytest
 
 from stark_mcp.problems import Problem
 from stark_mcp.records import Action, RunRecord
-from stark_mcp.store import Store
+from stark_mcp.store import MIGRATIONS, Store
 
 from .helpers import PROBLEM_SOURCE
 
@@ -201,6 +201,6 @@ async def test_processes_opening_a_fresh_file_at_once_migrate_it_once(tmp_path: 
     for opener, (_, err) in zip(openers, results, strict=True):
         assert opener.returncode == 0, err.decode()
     with sqlite3.connect(db) as raw:
-        assert raw.execute("SELECT number FROM schema_migrations").fetchall() == [(1,)]
+        assert raw.execute("SELECT number FROM schema_migrations").fetchall() == [(n.number,) for n in MIGRATIONS]
         assert raw.execute("PRAGMA journal_mode").fetchone() == ("wal",)
     assert integrity(db) == "ok"
