@@ -248,6 +248,7 @@ class RunService(RunReads):
         return render_prompt(
             role, problem=run.problem, tree=tree, node_id=node_id, window_ids=window_ids,
             device=run.device, plan=plan, focus=focus, templates=self.templates, anchored=anchored,
+            language=run.language,
         )
 
     # ---- evaluation and recording ------------------------------------------------------------
