@@ -452,7 +452,8 @@ class Evaluator:
         wait: bool = True,
     ) -> dict[str, dict[str, TimingStats]]:
         """Cached compile baselines, re-timed when eager then and eager now disagree; with
-        ``wait=False`` only those already cached (another task may be timing the rest)."""
+        ``wait=False`` only those already cached and agreeing with eager now (another task may be
+        timing the rest)."""
         names = [n for n in s.baselines if n != "eager"]
         if not names:
             return {}
@@ -461,6 +462,8 @@ class Evaluator:
         }
         entries = await self._baseline_entries(problem, info, names, s, None, time_missing=wait)
         stale = {n for n, e in entries.items() if not _agrees(e, eager_now)}
+        if not wait:  # no re-timing either: the caller fills in its own figure (baseline_pending)
+            return _shape_stats({n: e for n, e in entries.items() if n not in stale})
         if stale:
             entries.update(
                 await self._baseline_entries(
