@@ -107,7 +107,9 @@ def render_system(device: str, templates: PromptTemplates, language: str | None 
     )
 
 
-def render_prefix(problem: Problem, device: str, templates: PromptTemplates, language: str | None = None) -> str:
+def render_prefix(
+    problem: Problem, device: str, templates: PromptTemplates, language: str | None = None
+) -> str:
     _guidance, example, _name = LANGUAGE_FILES[language_of(device, language)]
     return templates.fill(
         "prefix.md",

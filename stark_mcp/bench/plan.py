@@ -17,8 +17,8 @@ from stark_mcp.bench.selection import select_problems
 from stark_mcp.evaluator import EvalSettings
 from stark_mcp.orchestrator.strategies import ABLATIONS, get_strategy
 from stark_mcp.problems import Problem
-from stark_mcp.records import LANGUAGES
 from stark_mcp.problems.sets import load_problem_set, problem_key
+from stark_mcp.records import LANGUAGES
 
 DEFAULT_STRATEGIES = ("stark", "sampling", "reflexion", "search_only", "ma_only")
 DEVICES = ("auto", "cpu", "cuda")

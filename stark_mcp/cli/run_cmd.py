@@ -87,7 +87,8 @@ def run_command(
     eval_overrides: str | None = typer.Option(
         None, "--eval-settings", help='JSON object of evaluator settings, e.g. {"trials": 3}'),
     language: str | None = typer.Option(
-        None, "--language", help="kernels in cuda or triton (GPU) or cpp (CPU); default cuda on a GPU, cpp on the CPU"),
+        None, "--language",
+        help="kernels in cuda or triton (GPU) or cpp (CPU); default cuda on a GPU, cpp on the CPU"),
 ) -> None:
     """Optimize PROBLEM with the STARK loop, calling the LLM API directly."""
     from stark_mcp.llm import backend_from_settings
@@ -100,6 +101,12 @@ def run_command(
         raise fail("give a PROBLEM file to start a run, or --resume RUN_ID to continue one")
     if language is not None and resume is not None:
         raise fail("--language applies to a new run; a resumed run keeps its own")
+    if language is not None:
+        from stark_mcp.orchestrator.inputs import check_language
+
+        chosen_device = device or settings.device
+        with user_errors():  # the device check needs the device resolved: 'auto' waits for create_run
+            check_language(language, chosen_device if chosen_device != "auto" else "cuda")
     with user_errors():
         eval_settings = parse_eval_settings(baselines, eval_overrides)
         limits = Limits(max_cost_usd=max_cost, max_wall_s=max_wall)

@@ -1,10 +1,11 @@
 """Each run's tree kept in memory and brought up to date from the store on every read.
 
 Nodes are append-only rows, changed after they are written only when late baselines fill in
-their speedups (which bumps the run's revision), so a cached tree is made current by one indexed
-query for the nodes with a seq above the last one it holds: almost always none, and the whole
-tree again after a revision. A read therefore costs the new nodes, not the whole tree, and another process writing
-the same run (a second server, a CLI) is seen by the next read here.
+their speedups (which bumps the run's revision), so a cached tree is made current by one
+indexed query for the nodes with a seq above the last one it holds: almost always none, and
+the whole tree again after a revision. A read therefore costs the new nodes, not the whole
+tree, and another process writing the same run (a second server, a CLI) is seen by the next
+read here.
 """
 
 from __future__ import annotations

@@ -97,7 +97,8 @@ async def create_run(
     name: Annotated[str | None, Field(description="a label for the run")] = None,
     language: Annotated[
         str | None,
-        Field(description="cuda (CUDA C++) or triton on a GPU, cpp on the CPU (default: cuda on a GPU, cpp on the CPU)"),
+        Field(description="what kernels are written in: cuda (CUDA C++) or triton on a GPU, cpp on the "
+              "CPU (default: cuda on a GPU, cpp on the CPU)"),
     ] = None,
 ) -> RunCreated:
     """Start an optimization run: checks that the problem runs, times its eager baseline and records

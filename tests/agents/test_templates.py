@@ -8,11 +8,12 @@ from stark_mcp.agents import AgentError, fill, load_template
 from stark_mcp.agents.templates import PROMPTS_ENV, PromptTemplates, builtin_prompts_dir, placeholders
 
 SHIPPED = [
-    "system.md", "device_cuda.md", "device_cpu.md", "device_triton.md", "prefix.md", "body.md", "entry.md", "root.md",
+    "system.md", "device_cuda.md", "device_cpu.md", "device_triton.md", "prefix.md", "body.md",
+    "entry.md", "root.md",
     "scaffold.md", "focus.md", "retry.md", "plan.md", "code.md", "debug.md", "generalist.md",
     "plan_advice.md", "code_advice.md", "advice.md",
-    "example_reference.py", "example_kernel_cuda.py", "example_kernel_cpu.py", "example_kernel_triton.py",
-    "README.md",
+    "example_reference.py", "example_kernel_cuda.py", "example_kernel_cpu.py",
+    "example_kernel_triton.py", "README.md",
 ]
 
 

@@ -32,8 +32,13 @@ ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "tests" / "fixtures" / "cuda"
 PROMPTS = ROOT / "prompts"
 SETTINGS = EvalSettings(
-    trials=3, baselines=("eager",), load_timeout_s=180.0, correctness_timeout_s=120.0,
-    timing_timeout_s=120.0, baseline_timeout_s=300.0, max_time_s=1.0,
+    trials=3,
+    baselines=("eager",),
+    load_timeout_s=180.0,
+    correctness_timeout_s=120.0,
+    timing_timeout_s=120.0,
+    baseline_timeout_s=300.0,
+    max_time_s=1.0,
 )
 CASES = {
     "triton_honest": ("cand_relu_add_triton.py", FIXTURES / "problem_relu_add.py"),
@@ -46,8 +51,12 @@ CASES = {
 def _line(key: str, ev: Evaluation, wall: float) -> None:
     median = f"{ev.runtime.median_ms:.4f}ms" if ev.runtime else "-"
     share = f"{ev.own_kernel_share:.2f}" if ev.own_kernel_share is not None else "-"
-    print(f"[gpu-triton] {key}: {ev.status.value}/{ev.reason} median={median} own_share={share} "
-          f"flags={ev.flags} wall={wall:.1f}s phases={ev.phase_seconds}", file=sys.stderr, flush=True)
+    print(
+        f"[gpu-triton] {key}: {ev.status.value}/{ev.reason} median={median} own_share={share} "
+        f"flags={ev.flags} wall={wall:.1f}s phases={ev.phase_seconds}",
+        file=sys.stderr,
+        flush=True,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -70,7 +79,9 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
-def test_honest_triton_candidate_passes_attributed_and_tuned_before_timing(verdicts: dict[str, Evaluation]) -> None:
+def test_honest_triton_candidate_passes_attributed_and_tuned_before_timing(
+    verdicts: dict[str, Evaluation],
+) -> None:
     ev = verdicts["triton_honest"]
     assert ev.status is Status.PASSED, ev.message
     assert "jit_in_timing" not in ev.flags, ev.trust.findings if ev.trust else ev.flags
@@ -122,8 +133,12 @@ async def test_triton_run_returns_before_compile_baseline_and_refuses_cuda_sourc
         started = time.monotonic()
         settled = await service.settle_baselines(run.id)
         settle_s = time.monotonic() - started
-        print(f"[gpu-triton] create_run {created_s:.1f}s (eager only); compile_default landed "
-              f"{settle_s:.1f}s after the second add_child", file=sys.stderr, flush=True)
+        print(
+            f"[gpu-triton] create_run {created_s:.1f}s (eager only); compile_default landed "
+            f"{settle_s:.1f}s after the second add_child",
+            file=sys.stderr,
+            flush=True,
+        )
         assert settled.pending_baselines == [] and "compile_default" in settled.baselines
         tree = await service.tree(run.id)
         assert "compile_default" in tree.get("n0").evaluation.speedups  # type: ignore[union-attr]

@@ -43,9 +43,11 @@ async def wait_settled(client: Client, run_id: str) -> dict[str, Any]:
 async def test_create_run_returns_before_the_compile_baseline_which_fills_in_later(tmp_path: Path) -> None:
     home = tmp_path / "home"
     async with Client(server(home)) as client:
-        created = ok(await client.call_tool("create_run", {"problem": str(PROBLEM), "device": "cpu", "budget": 3}))
+        spec = {"problem": str(PROBLEM), "device": "cpu", "budget": 3}
+        created = ok(await client.call_tool("create_run", spec))
         run_id = created["run_id"]
-        assert created["pending_baselines"] == ["compile_default"] and set(created["baselines_ms"]) == {"eager"}
+        assert created["pending_baselines"] == ["compile_default"]
+        assert set(created["baselines_ms"]) == {"eager"}
         assert created["language"] == "cpp"
         root = ok(await client.call_tool("get_node", {"run_id": run_id, "node_id": "n0"}))
         assert root["pending_baselines"] == ["compile_default"]
@@ -57,9 +59,17 @@ async def test_create_run_returns_before_the_compile_baseline_which_fills_in_lat
     async with Client(server(home)) as client:
         (listed,) = ok(await client.call_tool("list_runs"))["runs"]
         assert listed["pending_baselines"] == ["compile_default"]
-        child = ok(await client.call_tool("add_child", {
-            "run_id": run_id, "parent_id": "n0", "source": source("cand_matmul_small"), "action": "plan",
-        }))  # recording an attempt starts the pending baseline again
+        child = ok(
+            await client.call_tool(
+                "add_child",
+                {
+                    "run_id": run_id,
+                    "parent_id": "n0",
+                    "source": source("cand_matmul_small"),
+                    "action": "plan",
+                },
+            )
+        )  # recording an attempt starts the pending baseline again
         assert child["status"] == "passed", child["message"]
         root = await wait_settled(client, run_id)
         assert root["evaluation"]["speedups"].keys() == {"eager", "compile_default"}

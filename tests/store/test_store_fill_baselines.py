@@ -20,16 +20,24 @@ def add_compile(evaluation: Evaluation) -> Evaluation | None:
     if not evaluation.passed or "compile_default" in evaluation.speedups:
         return None
     assert evaluation.runtime is not None
-    return evaluation.model_copy(update={
-        "baselines": {**evaluation.baselines, "compile_default": timing(1.0)},
-        "speedups": {**evaluation.speedups, "compile_default": 1.0 / evaluation.runtime.median_ms},
-    })
+    return evaluation.model_copy(
+        update={
+            "baselines": {**evaluation.baselines, "compile_default": timing(1.0)},
+            "speedups": {**evaluation.speedups, "compile_default": 1.0 / evaluation.runtime.median_ms},
+        }
+    )
 
 
 async def pending_run(store: Store, problem: Problem) -> RunRecord:
     run = await store.create_run(
-        problem=problem, device="cuda", policy={"name": "stark"}, budget=10, seed=1,
-        baselines={"eager": timing(2.0)}, root_evaluation=passed(2.0), language="triton",
+        problem=problem,
+        device="cuda",
+        policy={"name": "stark"},
+        budget=10,
+        seed=1,
+        baselines={"eager": timing(2.0)},
+        root_evaluation=passed(2.0),
+        language="triton",
         pending_baselines=["compile_default", "compile_max_autotune"],
     )
     await store.add_node(run.id, parent_id="n0", action=Action.PLAN, source="a", evaluation=passed(0.5))
@@ -43,15 +51,19 @@ async def test_fill_rewrites_passed_nodes_and_evaluations_and_bumps_the_revision
 ) -> None:
     run = await pending_run(store, problem)
     assert run.language == "triton" and (await store.get_run(run.id)).pending_baselines == [
-        "compile_default", "compile_max_autotune"
+        "compile_default",
+        "compile_max_autotune",
     ]
     revision, nodes = await store.nodes_since(run.id, -1, -1)
     assert [n.id for n in nodes] == ["n0", "n1", "n2"]
     assert await store.nodes_since(run.id, 2, revision) == (revision, [])
 
     updated = await store.fill_baselines(
-        run.id, {"compile_default": timing(1.0)}, add_compile,
-        done=["compile_default", "compile_max_autotune"], errors={"compile_max_autotune": "no compiler"},
+        run.id,
+        {"compile_default": timing(1.0)},
+        add_compile,
+        done=["compile_default", "compile_max_autotune"],
+        errors={"compile_max_autotune": "no compiler"},
     )
     assert updated.pending_baselines == []
     assert set(updated.baselines) == {"eager", "compile_default"}
@@ -82,12 +94,13 @@ async def test_a_fill_cancelled_at_any_statement_lands_whole(
     monkeypatch.setattr(store, "_conn", connection)
     run = await pending_run(store, problem)
     connection.count = 0
-    await store.fill_baselines(run.id, {"compile_default": timing(1.0)}, add_compile, done=["compile_default"])
+    late = {"compile_default": timing(1.0)}
+    await store.fill_baselines(run.id, late, add_compile, done=["compile_default"])
     statements = connection.count
     for at in range(1, statements + 1):
         run = await pending_run(store, problem)
         caller = asyncio.create_task(
-            store.fill_baselines(run.id, {"compile_default": timing(1.0)}, add_compile, done=["compile_default"])
+            store.fill_baselines(run.id, late, add_compile, done=["compile_default"])
         )
         connection.arm(caller, at, "after")
         with pytest.raises(asyncio.CancelledError):
@@ -97,5 +110,3 @@ async def test_a_fill_cancelled_at_any_statement_lands_whole(
         stored = await store.get_run(run.id)
         assert stored.pending_baselines == ["compile_max_autotune"], at
         assert all("compile_default" in n.evaluation.speedups for n in nodes if n.evaluation.passed), at
-
-

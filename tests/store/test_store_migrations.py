@@ -100,7 +100,8 @@ async def test_migration_2_gives_old_runs_a_language_and_no_pending_baselines(tm
         await apply_migrations(conn, MIGRATIONS[:1])
         for run_id, device in (("r-cpu", "cpu"), ("r-gpu", "cuda")):
             await conn.execute(
-                "INSERT INTO runs VALUES (?, 'n', ?, 'h', ?, 'stark', '{}', 3, 1, '{}', '{}', 'created', 1, 1)",
+                "INSERT INTO runs VALUES"
+                " (?, 'n', ?, 'h', ?, 'stark', '{}', 3, 1, '{}', '{}', 'created', 1, 1)",
                 (run_id, '{"name": "p", "source": "class Model: pass", "origin": "t"}', device),
             )
     async with await Store.open(path) as store:

@@ -201,6 +201,7 @@ async def test_processes_opening_a_fresh_file_at_once_migrate_it_once(tmp_path: 
     for opener, (_, err) in zip(openers, results, strict=True):
         assert opener.returncode == 0, err.decode()
     with sqlite3.connect(db) as raw:
-        assert raw.execute("SELECT number FROM schema_migrations").fetchall() == [(n.number,) for n in MIGRATIONS]
+        numbers = raw.execute("SELECT number FROM schema_migrations").fetchall()
+        assert numbers == [(m.number,) for m in MIGRATIONS]
         assert raw.execute("PRAGMA journal_mode").fetchone() == ("wal",)
     assert integrity(db) == "ok"

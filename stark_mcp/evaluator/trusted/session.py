@@ -349,20 +349,19 @@ class Session:
         cand, base = timing.Samples(), timing.Samples()
         # Warm-up, at least 3 calls and warmup_s, judged like every other call; longer while the
         # candidate's calls still compile or autotune Triton kernels (up to JIT_WARMUP_CALLS more).
-        started, warm, jit = time.monotonic(), 0, None
-        while (
-            warm < 3
-            or (
-                time.monotonic() - started < float(s["warmup_s"])
-                and time.monotonic() - started < 8 * float(s["warmup_s"])
-            )
-            or (jit is not None and jit != jit_count(made) and warm < 3 + JIT_WARMUP_CALLS)
-        ):
-            jit = jit_count(made) if warm else None
+        started, warm, jit_before = time.monotonic(), 0, None
+        while True:
             made = self._call(self.driver, shape, budget)
             self._judge(made, self._checked(set(), -1), "timing")
             warm += 1
-        jit_before = jit_count(made)
+            jit_now = jit_count(made)
+            compiling = jit_now is not None and jit_before is not None and jit_now != jit_before
+            jit_before = jit_now
+            elapsed = time.monotonic() - started
+            if warm < 3 or (elapsed < float(s["warmup_s"]) and elapsed < 8 * float(s["warmup_s"])):
+                continue
+            if not (compiling and warm < 3 + JIT_WARMUP_CALLS):
+                break
         per_call_s = max(made.outcome.bracket_ns / 1e9, 1e-6)
         expected = int(min(max(3, float(s["max_time_s"]) / per_call_s), int(s["min_calls"])))
         forced = set(self.rng.sample(range(expected), min(int(s["min_timed_checks"]), expected)))

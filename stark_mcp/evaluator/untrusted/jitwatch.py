@@ -14,7 +14,10 @@ import sys
 from typing import Any
 
 # Where a kernel is compiled (Triton 3.x) and where autotuning times one configuration (2.x, 3.x).
-_COUNTED = (("triton.runtime.jit", "JITFunction", "_do_compile"), ("triton.runtime.autotuner", "Autotuner", "_bench"))
+_COUNTED = (
+    ("triton.runtime.jit", "JITFunction", "_do_compile"),
+    ("triton.runtime.autotuner", "Autotuner", "_bench"),
+)
 
 
 class JitWatch:
