@@ -10,7 +10,7 @@ import math
 from enum import StrEnum
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from stark_mcp.problems import Problem
 
@@ -223,13 +223,22 @@ class RunRecord(BaseModel):
     seed: int
     config: dict[str, Any] = Field(default_factory=dict)
     baselines: dict[str, TimingStats] = Field(default_factory=dict)
-    language: KernelLanguage = Field("cuda", description="what candidates write kernels in")
+    language: KernelLanguage = Field(
+        "cuda", description="what candidates write kernels in (when not given: cpp on the CPU, else cuda)"
+    )
     pending_baselines: list[str] = Field(
         default_factory=list, description="baselines still being timed; speedups over them come later"
     )
     status: RunStatus = "created"
     created_at: float
     updated_at: float
+
+    @model_validator(mode="before")
+    @classmethod
+    def _language_of_device(cls, data: Any) -> Any:
+        if isinstance(data, dict) and data.get("language") is None and isinstance(data.get("device"), str):
+            return {**data, "language": default_language(data["device"])}
+        return data
 
 
 class ExchangeRecord(BaseModel):
