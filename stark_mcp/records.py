@@ -10,7 +10,7 @@ import math
 from enum import StrEnum
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from stark_mcp.problems import Problem
 
@@ -282,6 +282,15 @@ class Node(BaseModel):
 
 RunStatus = Literal["created", "running", "finished", "interrupted", "failed"]
 
+# What a run's candidates write their kernels in: CUDA C++ and Triton on a GPU, C++ on the CPU.
+KernelLanguage = Literal["cuda", "triton", "cpp"]
+LANGUAGES: tuple[str, ...] = ("cuda", "triton", "cpp")
+
+
+def default_language(device: str) -> KernelLanguage:
+    """A run's language when none is asked for: C++ on the CPU, CUDA C++ on a GPU."""
+    return "cpp" if device.split(":", 1)[0] == "cpu" else "cuda"
+
 
 class RunRecord(BaseModel):
     """One optimization of one problem on one device, with everything needed to resume it."""
@@ -296,9 +305,22 @@ class RunRecord(BaseModel):
     seed: int
     config: dict[str, Any] = Field(default_factory=dict)
     baselines: dict[str, TimingStats] = Field(default_factory=dict)
+    language: KernelLanguage = Field(
+        "cuda", description="what candidates write kernels in (when not given: cpp on the CPU, else cuda)"
+    )
+    pending_baselines: list[str] = Field(
+        default_factory=list, description="baselines still being timed; speedups over them come later"
+    )
     status: RunStatus = "created"
     created_at: float
     updated_at: float
+
+    @model_validator(mode="before")
+    @classmethod
+    def _language_of_device(cls, data: Any) -> Any:
+        if isinstance(data, dict) and data.get("language") is None and isinstance(data.get("device"), str):
+            return {**data, "language": default_language(data["device"])}
+        return data
 
 
 class ExchangeRecord(BaseModel):

@@ -74,6 +74,23 @@ class Prompt(BaseModel):
         return self.model_copy(update={"body": self.body + self._templates.fill("retry.md", errors=listed)})
 
 
+# Per kernel language: its device notes, its version of the in-context example, and its name.
+LANGUAGE_FILES = {
+    "cuda": ("device_cuda.md", "example_kernel_cuda.py", "CUDA C++"),
+    "triton": ("device_triton.md", "example_kernel_triton.py", "Triton"),
+    "cpp": ("device_cpu.md", "example_kernel_cpu.py", "C++"),
+}
+
+
+def language_of(device: str, language: str | None) -> str:
+    """The run's language, or the device's default (C++ on the CPU, CUDA on a GPU)."""
+    if language is None:
+        return "cpp" if device_kind(device) == "cpu" else "cuda"
+    if language not in LANGUAGE_FILES:
+        raise AgentError(f"no prompt guidance for language {language!r}: use {', '.join(LANGUAGE_FILES)}")
+    return language
+
+
 def device_kind(device: str) -> str:
     """'cuda' or 'cpu' for a resolved device string such as 'cuda', 'cuda:1' or 'cpu'."""
     kind = device.split(":", 1)[0].strip().lower()
@@ -84,17 +101,21 @@ def device_kind(device: str) -> str:
     return kind
 
 
-def render_system(device: str, templates: PromptTemplates) -> str:
-    kind = device_kind(device)
-    return templates.fill("system.md", device=kind, device_guidance=templates.fill(f"device_{kind}.md"))
+def render_system(device: str, templates: PromptTemplates, language: str | None = None) -> str:
+    guidance, _example, name = LANGUAGE_FILES[language_of(device, language)]
+    return templates.fill(
+        "system.md", device=device_kind(device), device_guidance=templates.fill(guidance), language_name=name
+    )
 
 
-def render_prefix(problem: Problem, device: str, templates: PromptTemplates) -> str:
-    kind = device_kind(device)
+def render_prefix(
+    problem: Problem, device: str, templates: PromptTemplates, language: str | None = None
+) -> str:
+    _guidance, example, _name = LANGUAGE_FILES[language_of(device, language)]
     return templates.fill(
         "prefix.md",
         example_reference=templates.load("example_reference.py"),
-        example_kernel=templates.load(f"example_kernel_{kind}.py"),
+        example_kernel=templates.load(example),
         architecture=problem.source.strip("\n"),
         problem_name=problem.name,
     )
@@ -145,9 +166,12 @@ def render_prompt(
     focus: str | None = None,
     templates: PromptTemplates | None = None,
     anchored: bool = True,
+    language: str | None = None,
 ) -> Prompt:
     """The prompt for ``role`` acting on node ``node_id`` with the given context window.
 
+    ``language`` (cuda, triton or cpp; default: the device's) picks the device notes and the
+    in-context example.
     ``plan`` (advice and anchored scaffold) is required for ``code``; ``focus`` (one of
     ``PLAN_FOCI`` or the caller's own theme) applies to ``plan`` and ``generalist``.
     ``templates`` default to the packaged set (a run's own come from ``STARK_PROMPTS_DIR``).
@@ -155,6 +179,7 @@ def render_prompt(
     (``plan_advice.md``) and the code role gets that advice without a scaffold (``code_advice.md``).
     """
     templates = templates or packaged()
+    language = language_of(device, language)
     if role not in ROLE_NAMES:
         raise AgentError(f"unknown role {role!r}; expected one of {', '.join(ROLE_NAMES)}")
     if role == "code" and not (plan and plan.strip()):
@@ -193,6 +218,8 @@ def render_prompt(
         latest_status="reference" if node.action is Action.ROOT else status,
         device=device_kind(device),
         problem_name=problem.name,
+        language=language,
+        language_name=LANGUAGE_FILES[language][2],
     )
     body = templates.fill(
         "body.md",
@@ -202,8 +229,8 @@ def render_prompt(
     )
     prompt = Prompt(
         role=role,
-        system=render_system(device, templates),
-        prefix=render_prefix(problem, device, templates),
+        system=render_system(device, templates, language),
+        prefix=render_prefix(problem, device, templates, language),
         body=body,
         node_ids=_dedupe([node.id, root.id, *history_ids]),
     )

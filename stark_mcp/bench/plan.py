@@ -18,11 +18,11 @@ from stark_mcp.evaluator import EvalSettings
 from stark_mcp.orchestrator.strategies import ABLATIONS, get_strategy
 from stark_mcp.problems import Problem
 from stark_mcp.problems.sets import load_problem_set, problem_key
+from stark_mcp.records import LANGUAGES
 
 DEFAULT_STRATEGIES = ("stark", "sampling", "reflexion", "search_only", "ma_only")
 DEVICES = ("auto", "cpu", "cuda")
 # Recorded in each run's config; the agents do not act on it yet (docs/bench.md).
-LANGUAGES = ("cuda", "triton", "cpp")
 MAX_BUDGET = 10_000
 
 

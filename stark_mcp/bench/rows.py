@@ -107,7 +107,7 @@ def result_row(
         failed_expansions=sum(1 for e in exchanges if e.node_id is None),
         wall_s=round(wall_s, 3),
         model=", ".join(models) or None,
-        language=run.config.get("language"),
+        language=run.language,
     )
 
 

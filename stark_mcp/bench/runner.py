@@ -188,8 +188,6 @@ class _Bench:
             await self._emit("pair_started", message="timing baselines and creating the run")
             strategy = get_strategy(pair.strategy)
             config = {"bench": {"id": self.manifest.bench_id, "pair": pair.id, "wall_s": 0.0}}
-            if spec.language is not None:
-                config["language"] = spec.language  # type: ignore[assignment]
             try:
                 run, _root = await self.service.create_run(
                     pair.problem,
@@ -201,6 +199,7 @@ class _Bench:
                     eval_settings=spec.eval_settings,
                     config=config,
                     progress=self._on_phase,
+                    language=spec.language,
                 )
             except StarkError as exc:
                 raise _PairFailed(f"could not start: {exc}") from exc

@@ -149,7 +149,7 @@ def bench(
     language: str | None = typer.Option(
         None,
         "--language",
-        help="cuda, triton or cpp: recorded with each run (the agents do not act on it yet)",
+        help="kernels in cuda or triton (GPU) or cpp (CPU); default cuda on a GPU, cpp on the CPU",
     ),
     model: str | None = typer.Option(None, "--model", help="model for every role (default STARK_MODEL)"),
     backend_spec: str | None = typer.Option(

@@ -69,6 +69,7 @@ class RunRequest:
     seed: int | None
     limits: Limits
     eval_settings: EvalSettings
+    language: str | None = None
 
 
 def run_command(
@@ -98,6 +99,9 @@ def run_command(
     gpus: str | None = typer.Option(None, "--gpus", help=GPUS_HELP),
     executor: str | None = typer.Option(None, "--executor", help=EXECUTOR_HELP),
     ray_address: str | None = typer.Option(None, "--ray-address", help=RAY_ADDRESS_HELP),
+    language: str | None = typer.Option(
+        None, "--language",
+        help="kernels in cuda or triton (GPU) or cpp (CPU); default cuda on a GPU, cpp on the CPU"),
 ) -> None:
     """Optimize PROBLEM with the STARK loop, calling the LLM API directly."""
     from stark_mcp.llm import backend_from_settings
@@ -108,6 +112,14 @@ def run_command(
     settings = scaled(settings_of(ctx), gpus, executor, ray_address)
     if problem is None and resume is None:
         raise fail("give a PROBLEM file to start a run, or --resume RUN_ID to continue one")
+    if language is not None and resume is not None:
+        raise fail("--language applies to a new run; a resumed run keeps its own")
+    if language is not None:
+        from stark_mcp.orchestrator.inputs import check_language
+
+        chosen_device = device or settings.device
+        with user_errors():  # the device check needs the device resolved: 'auto' waits for create_run
+            check_language(language, chosen_device if chosen_device != "auto" else "cuda")
     with user_errors():
         eval_settings = parse_eval_settings(baselines, eval_overrides)
         limits = Limits(max_cost_usd=max_cost, max_wall_s=max_wall)
@@ -118,7 +130,7 @@ def run_command(
     request = RunRequest(
         problem=problem, budget=budget, strategy=strategy, device=device or settings.device,
         parallel=parallel,
-        resume=resume, out=out, seed=seed, limits=limits, eval_settings=eval_settings,
+        resume=resume, out=out, seed=seed, limits=limits, eval_settings=eval_settings, language=language,
     )
     display = SearchDisplay()
     try:
@@ -174,11 +186,11 @@ async def _run(
             run, _root = await service.create_run(
                 req.problem, device=req.device, policy=chosen.policy, budget=req.budget or DEFAULT_BUDGET,
                 seed=req.seed, strategy=chosen.name, eval_settings=req.eval_settings,
-                progress=display.on_phase,
+                progress=display.on_phase, language=req.language,
             )
             session_budget = None
         display.run_id = run.id
-        display.line(f"run {run.id}: {run.name} on {run.device}, budget {run.budget}")
+        display.line(f"run {run.id}: {run.name} on {run.device} in {run.language}, budget {run.budget}")
         before = await service.attempts(run.id)
         out = req.out or Path("stark-out") / run.id
         started = asyncio.get_running_loop().time()

@@ -35,6 +35,8 @@ def render_runs(summaries: list[RunSummary]) -> str:
     for s in summaries:
         eager = s.best_speedups.get("eager")
         best = f"{s.best_node_id} {eager:.2f}x vs eager" if s.best_node_id and eager else "-"
+        if s.pending_baselines:
+            best += f" (timing {', '.join(s.pending_baselines)})"
         lines.append(
             f"{s.run_id:<10} {s.name[:24]:<24} {s.device:<6} {s.status:<11} "
             f"{f'{s.attempts}/{s.budget}':>9} {s.passed:>6}  {best}"

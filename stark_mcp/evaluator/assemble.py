@@ -168,3 +168,37 @@ def evaluation(
         phase_seconds=dict(result.phase_seconds),
         **base,
     )
+
+
+def with_baselines(
+    evaluation: Evaluation, per_shape: dict[str, dict[str, TimingStats]]
+) -> Evaluation | None:
+    """``evaluation`` with the speedups over baselines timed after it (name -> shape label ->
+    stats), or None when it gains none: it did not pass, already has them, or lacks a shape."""
+    if not evaluation.passed or not evaluation.shapes:
+        return None
+    new = [n for n, shapes in per_shape.items() if n not in evaluation.baselines and shapes]
+    if not new or any(s.runtime is None for s in evaluation.shapes):
+        return None
+    shapes = []
+    for shape in evaluation.shapes:
+        assert shape.runtime is not None
+        baselines, speedups = dict(shape.baselines), dict(shape.speedups)
+        for name in new:
+            stats = per_shape[name].get(shape.label)
+            if stats is not None and shape.runtime.median_ms > 0:
+                baselines[name] = stats
+                speedups[name] = stats.median_ms / shape.runtime.median_ms
+        shapes.append(shape.model_copy(update={"baselines": baselines, "speedups": speedups}))
+    baselines_agg, speedups_agg = dict(evaluation.baselines), dict(evaluation.speedups)
+    for name in new:
+        if all(name in s.speedups for s in shapes):
+            baselines_agg[name] = aggregate([s.baselines[name] for s in shapes])
+            speedups_agg[name] = geomean([s.speedups[name] for s in shapes])
+    if baselines_agg == evaluation.baselines:
+        return None
+    filled = {f"baseline_{kind}:{n}" for n in baselines_agg for kind in ("pending", "missing")}
+    flags = [f for f in evaluation.flags if f not in filled]
+    return evaluation.model_copy(
+        update={"shapes": shapes, "baselines": baselines_agg, "speedups": speedups_agg, "flags": flags}
+    )

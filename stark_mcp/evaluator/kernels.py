@@ -1,26 +1,80 @@
-"""Which profiled GPU kernels are the candidate's own (pure)."""
+"""Which kernels a candidate writes, and which profiled GPU kernels are its own (pure).
+
+A candidate's own kernels are the CUDA ``__global__`` functions in its source and the Python
+functions it decorates with ``@triton.jit`` (or ``triton.autotune`` / ``triton.heuristics`` over
+one), under any name it imports triton by. Kernels of torch and the libraries it ships (ATen,
+cuBLAS, cuDNN, CUTLASS, CUB, and the Triton kernels Inductor generates for ``torch.compile``) are
+never its own, even when a candidate names one of its kernels after them.
+"""
 
 from __future__ import annotations
 
+import ast
 import re
 from collections.abc import Iterable
 
 _GLOBAL = re.compile(r"__global__\s+(?:__launch_bounds__\s*\([^)]*\)\s*)?(?:static\s+)?void\s+(\w+)")
-_TRITON = re.compile(r"@triton\.(?:jit|autotune)[^\n]*\n(?:\s*@[^\n]*\n)*\s*def\s+(\w+)")
+_TRITON = re.compile(r"@triton\.(?:jit|autotune|heuristics)[^\n]*\n(?:\s*@[^\n]*\n)*\s*def\s+(\w+)")
+_TRITON_DECORATORS = {"jit", "autotune", "heuristics"}
+# Profiled names in these namespaces, or with these prefixes, belong to torch or a vendor library.
+_LIBRARY_NAMESPACES = ("at::", "c10::", "cub::", "cutlass::", "thrust::", "cudnn", "cublas", "flash::")
+_LIBRARY_PREFIXES = ("triton_poi_", "triton_per_", "triton_red_", "triton_tem_", "triton_for_")
+# Triton before 3.0 appended the argument specialization to a kernel's name: add_kernel_0d1d2de.
+_TRITON_SUFFIX = re.compile(r"^(\w+?)_(?:\d+[dce]*)+$")
+
+
+def triton_kernel_names(source: str) -> set[str]:
+    """Functions the source decorates as Triton kernels (the regex fallback covers a source that
+    does not parse)."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return set(_TRITON.findall(source))
+    modules, direct = {"triton"}, set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name == "triton":
+                    modules.add(alias.asname or "triton")
+        elif isinstance(node, ast.ImportFrom) and node.module in ("triton", "triton.runtime"):
+            for alias in node.names:
+                if alias.name in _TRITON_DECORATORS:
+                    direct.add(alias.asname or alias.name)
+    found = set()
+    for node in ast.walk(tree):
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        for decorator in node.decorator_list:
+            target = decorator.func if isinstance(decorator, ast.Call) else decorator
+            if (
+                isinstance(target, ast.Attribute)
+                and target.attr in _TRITON_DECORATORS
+                and isinstance(target.value, ast.Name)
+                and target.value.id in modules
+            ) or (isinstance(target, ast.Name) and target.id in direct):
+                found.add(node.name)
+                break
+    return found
+
+
+def cuda_kernel_names(source: str) -> set[str]:
+    return set(_GLOBAL.findall(source))
 
 
 def own_kernel_names(source: str) -> set[str]:
-    """Kernel names the candidate source defines: CUDA ``__global__`` and ``@triton.jit`` functions."""
-    return set(_GLOBAL.findall(source)) | set(_TRITON.findall(source))
+    """Kernel names the candidate source defines: CUDA ``__global__`` and Triton functions."""
+    return cuda_kernel_names(source) | triton_kernel_names(source)
+
+
+def _qualified(profiled: str) -> str:
+    head = profiled.split("(", 1)[0].strip()
+    return head[5:] if head.startswith("void ") else head
 
 
 def base_name(profiled: str) -> str:
     """``void ns::my_kernel<float>(float const*, int)`` -> ``my_kernel``."""
-    head = profiled.split("(", 1)[0].strip()
-    if head.startswith("void "):
-        head = head[5:]
     depth, out = 0, []
-    for ch in head:  # drop template arguments, which may themselves contain '::'
+    for ch in _qualified(profiled):  # drop template arguments, which may themselves contain '::'
         if ch == "<":
             depth += 1
         elif ch == ">":
@@ -30,13 +84,29 @@ def base_name(profiled: str) -> str:
     return "".join(out).split("::")[-1].strip()
 
 
+def is_library_kernel(profiled: str) -> bool:
+    """A kernel of torch or a vendor library, whatever the candidate's own kernels are called."""
+    qualified = _qualified(profiled)
+    return qualified.startswith(_LIBRARY_NAMESPACES) or base_name(profiled).startswith(_LIBRARY_PREFIXES)
+
+
+def is_own_kernel(profiled: str, own: set[str]) -> bool:
+    if is_library_kernel(profiled):
+        return False
+    name = base_name(profiled)
+    if name in own:
+        return True
+    legacy = _TRITON_SUFFIX.match(name)
+    return legacy is not None and legacy.group(1) in own
+
+
 def own_kernel_share(kernels: Iterable[tuple[str, float]], source: str) -> float | None:
     """Share of device time in the candidate's own kernels; None when nothing ran on the device."""
     own = own_kernel_names(source)
     total = mine = 0.0
     for name, device_us in kernels:
         total += device_us
-        if base_name(name) in own:
+        if is_own_kernel(name, own):
             mine += device_us
     if total <= 0:
         return None

@@ -269,11 +269,23 @@ class Evaluator:
         which: list[str] | tuple[str, ...] | None = None,
         progress: Progress | None = None,
     ) -> dict[str, TimingStats]:
+        per_shape = await self.baseline_shapes(problem, device, which, progress)
+        return {n: assemble.aggregate(list(per.values())) for n, per in per_shape.items()}
+
+    async def baseline_shapes(
+        self,
+        problem: Problem,
+        device: str = "auto",
+        which: list[str] | tuple[str, ...] | None = None,
+        progress: Progress | None = None,
+    ) -> dict[str, dict[str, TimingStats]]:
+        """Like ``baselines``, per declared shape (name -> shape label -> stats): what it takes to
+        add a baseline timed later to evaluations made before it (``assemble.with_baselines``)."""
         info = await self._device(device)
         entries = await self._baseline_entries(
             problem, info, which, self.settings, progress, time_missing=True
         )
-        return {n: assemble.aggregate(list(per.values())) for n, per in _shape_stats(entries).items()}
+        return _shape_stats(entries)
 
     async def _baseline_entries(
         self,
@@ -294,16 +306,18 @@ class Evaluator:
             self.cache_dir / "baselines", self.integrity, reuse=isolation.level != "process"
         )
         path = cache.path(problem.hash, info.name, info.torch_version, settings.timing_hash)
+        if not time_missing:  # what is cached now; never wait behind a task timing the rest
+            entries = cache.load(path)
+            return {n: entries[n] for n in names if n in entries}
         lock = self._baseline_locks.setdefault(path, asyncio.Lock())
         async with lock:
             entries = cache.load(path)
             missing = [n for n in names if n not in entries or n in stale]
-            if missing and time_missing:
-                for i, name in enumerate(missing):
-                    if progress is not None:
-                        await progress(float(i), float(len(missing)), f"baseline {name}")
-                    entries[name] = await self._time_baseline(problem, info, name, settings)
-                cache.store(path, entries)
+            for i, name in enumerate(missing):
+                if progress is not None:
+                    await progress(float(i), float(len(missing)), f"baseline {name}")
+                entries[name] = await self._time_baseline(problem, info, name, settings)
+                cache.store(path, entries)  # each as it is timed: a slow later one delays no earlier one
         return {n: entries[n] for n in names if n in entries}
 
     async def _time_baseline(
@@ -345,11 +359,17 @@ class Evaluator:
         settings: EvalSettings | None = None,
         progress: Progress | None = None,
         use_cache: bool = True,
+        wait_for_baselines: bool = True,
     ) -> Evaluation:
+        """``wait_for_baselines=False``: compile baselines not timed yet are neither timed nor
+        waited for; the evaluation is flagged ``baseline_pending:<name>`` and not cached, and its
+        caller adds them when they arrive (``RunService`` does)."""
         s = settings or self.settings
         info = await self._device(device)
         isolation = await self.isolation()
         key = (problem.hash, source_hash(source), info.name, s.settings_hash, isolation.level)
+        if not wait_for_baselines:
+            key = (*key, "no-wait")
         results = ResultCache(self.cache_dir / "results", self.integrity, reuse=isolation.level != "process")
         if use_cache:
             hit = await asyncio.to_thread(results.get, key)
@@ -364,7 +384,7 @@ class Evaluator:
         shared = self._inflight.get(key)
         if shared is None:
             task = asyncio.create_task(
-                self._evaluate_uncached(problem, source, info, s, progress, results, key)
+                self._evaluate_uncached(problem, source, info, s, progress, results, key, wait_for_baselines)
             )
             shared = self._inflight[key] = _Shared(task)
             task.add_done_callback(lambda _t, k=key, sh=shared: self._forget(k, sh))
@@ -392,6 +412,7 @@ class Evaluator:
         progress: Progress | None,
         results: ResultCache,
         key: tuple[str, ...],
+        wait_for_baselines: bool = True,
     ) -> Evaluation:
         started = time.monotonic()
         base = {
@@ -414,7 +435,7 @@ class Evaluator:
             )
         else:
             evaluation = await self._device_evaluation(
-                problem, source, info, s, note, static.needs_build, base, phase_seconds
+                problem, source, info, s, note, static.needs_build, base, phase_seconds, wait_for_baselines
             )
             evaluation = evaluation.model_copy(update={"flags": static.flags + evaluation.flags})
         wall = time.monotonic() - started
@@ -426,7 +447,8 @@ class Evaluator:
         evaluation = evaluation.model_copy(update={"wall_seconds": round(wall, 3), "phase_seconds": phases})
         if progress is not None:
             await progress(_TOTAL, _TOTAL, done_message(evaluation))
-        await asyncio.to_thread(results.put, key, evaluation)
+        if not any(f.startswith("baseline_pending:") for f in evaluation.flags):
+            await asyncio.to_thread(results.put, key[:5], evaluation)
         return evaluation
 
     async def _stage(
@@ -485,6 +507,7 @@ class Evaluator:
         needs_build: bool,
         base: dict[str, Any],
         phase_seconds: dict[str, float],
+        wait_for_baselines: bool = True,
     ) -> Evaluation:
         digest = base["source_hash"]
         staged = await self._stage(source, digest, info, s, needs_build, note, phase_seconds)
@@ -531,12 +554,13 @@ class Evaluator:
         if result.status is Status.PASSED:
             await note("baselines")
             t1 = time.monotonic()
-            extra = await self._compile_baselines(problem, info, s, result)
+            extra = await self._compile_baselines(problem, info, s, result, wait_for_baselines)
             result.phase_seconds["baselines"] = round(time.monotonic() - t1, 3)
         evaluation = assemble.evaluation(result, info.kind, extra, base, source, s.min_own_kernel_share)
         flags = list(evaluation.flags)
         if evaluation.passed:
-            flags += [f"baseline_missing:{n}" for n in s.baselines if n not in evaluation.baselines]
+            missing = "missing" if wait_for_baselines else "pending"
+            flags += [f"baseline_{missing}:{n}" for n in s.baselines if n not in evaluation.baselines]
             if evaluation.speedups.get("eager", 0.0) > s.implausible_speedup:
                 flags.append("implausible_speedup")
         logs = {**build_logs, **evaluation.logs}
@@ -685,17 +709,26 @@ class Evaluator:
         return report
 
     async def _compile_baselines(
-        self, problem: Problem, info: DeviceInfo, s: EvalSettings, result: assemble.WorkerResult
+        self,
+        problem: Problem,
+        info: DeviceInfo,
+        s: EvalSettings,
+        result: assemble.WorkerResult,
+        wait: bool = True,
     ) -> dict[str, dict[str, TimingStats]]:
-        """Cached compile baselines, re-timed when eager then and eager now disagree."""
+        """Cached compile baselines, re-timed when eager then and eager now disagree; with
+        ``wait=False`` only those already cached and agreeing with eager now (another task may be
+        timing the rest)."""
         names = [n for n in s.baselines if n != "eager"]
         if not names:
             return {}
         eager_now = {
             sh.label: timing_stats(sh.baseline_ms).median_ms for sh in result.shapes if sh.baseline_ms
         }
-        entries = await self._baseline_entries(problem, info, names, s, None, time_missing=True)
+        entries = await self._baseline_entries(problem, info, names, s, None, time_missing=wait)
         stale = {n for n, e in entries.items() if not _agrees(e, eager_now)}
+        if not wait:  # no re-timing either: the caller fills in its own figure (baseline_pending)
+            return _shape_stats({n: e for n, e in entries.items() if n not in stale})
         if stale:
             entries.update(
                 await self._baseline_entries(

@@ -6,12 +6,14 @@ import ast
 import re
 from dataclasses import dataclass, field
 
+from stark_mcp.evaluator.kernels import cuda_kernel_names, triton_kernel_names
 from stark_mcp.problems.loading import top_level_names
 from stark_mcp.records import Status
 
 _BUILD_MARKERS = ("load_inline", "cpp_extension")
 _FAST_MATH = re.compile(r"""['"]-{1,2}use_fast_math['"]""")
 _DEVICE_DEBUG = re.compile(r"""['"]-G['"]""")
+_CUDA_SOURCES = re.compile(r"\bcuda_sources\s*=|\.cu['\"]|__global__")
 
 
 @dataclass
@@ -23,6 +25,21 @@ class StaticResult:
     message: str = ""
     flags: list[str] = field(default_factory=list)
     needs_build: bool = False
+    languages: set[str] = field(default_factory=set)
+
+
+def kernel_languages(source: str) -> set[str]:
+    """What the candidate writes kernels in: ``triton`` (``@triton.jit`` functions), ``cuda``
+    (an extension with CUDA sources), ``cpp`` (an extension of C++ alone). Empty for a
+    candidate of PyTorch operators only."""
+    found = set()
+    if triton_kernel_names(source):
+        found.add("triton")
+    if cuda_kernel_names(source) or _CUDA_SOURCES.search(source):
+        found.add("cuda")
+    elif any(m in source for m in _BUILD_MARKERS):
+        found.add("cpp")
+    return found
 
 
 def _uses_reference(tree: ast.Module) -> int | None:
@@ -41,7 +58,9 @@ def check_candidate(source: str) -> StaticResult:
         flags.append("fast_math")
     if _DEVICE_DEBUG.search(source):
         flags.append("debug_device_code")
-    result = StaticResult(flags=flags, needs_build=any(m in source for m in _BUILD_MARKERS))
+    result = StaticResult(
+        flags=flags, needs_build=any(m in source for m in _BUILD_MARKERS), languages=kernel_languages(source)
+    )
     try:
         tree = ast.parse(source, filename="candidate.py")
     except SyntaxError as exc:

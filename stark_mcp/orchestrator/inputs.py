@@ -7,8 +7,10 @@ problem argument through here, so a bad input fails the same way everywhere.
 from __future__ import annotations
 
 from stark_mcp.evaluator import check_candidate
+from stark_mcp.evaluator.static_checks import kernel_languages
 from stark_mcp.orchestrator.errors import InvalidInput
 from stark_mcp.problems import Problem, ProblemError, load_problem, problem_from_source
+from stark_mcp.records import LANGUAGES, KernelLanguage, default_language
 
 MAX_SOURCE_BYTES = 512 * 1024
 MAX_PLAN_BYTES = 512 * 1024
@@ -34,6 +36,49 @@ def check_candidate_source(source: str) -> None:
             "source defines no top-level class ModelNew; send the whole file with "
             "class ModelNew(nn.Module) taking the same constructor arguments as Model"
         )
+
+
+# The languages a run on each kind of device may use, the first being the default.
+DEVICE_LANGUAGES = {"cpu": ("cpp",), "cuda": ("cuda", "triton")}
+# What a run of each language accepts: a CUDA extension may carry C++ host code of its own.
+ACCEPTED = {"cuda": {"cuda", "cpp"}, "triton": {"triton"}, "cpp": {"cpp"}}
+_NAMES = {"cuda": "CUDA C++", "triton": "Triton", "cpp": "C++"}
+
+
+def check_language(language: str | None, device: str) -> KernelLanguage:
+    """The run's language on a resolved device: given, or the device's default; InvalidInput if
+    unknown or not one the device runs (Triton and CUDA need a GPU, C++ extensions are the CPU's)."""
+    kind = device.split(":", 1)[0]
+    if language is None:
+        return default_language(device)
+    if language not in LANGUAGES:
+        raise InvalidInput(f"unknown language {language!r}; use one of {', '.join(LANGUAGES)}")
+    allowed = DEVICE_LANGUAGES.get(kind, LANGUAGES)
+    if language not in allowed:
+        raise InvalidInput(
+            f"language {language!r} does not run on the {kind} device: use "
+            + " or ".join(repr(a) for a in allowed)
+            + (" (Triton and CUDA kernels need an NVIDIA GPU)" if kind == "cpu" else "")
+        )
+    return language  # type: ignore[return-value]
+
+
+def language_mismatch(language: str, source: str) -> str | None:
+    """Why a source does not fit a run of ``language`` (its kernels are all in other languages),
+    or None. A source with no custom kernel, or with some in the run's language, fits."""
+    found = kernel_languages(source)
+    if not found or found & ACCEPTED.get(language, {language}):
+        return None
+    written = " and ".join(_NAMES[f] for f in sorted(found))
+    hint = {
+        "triton": "write the kernels as @triton.jit functions launched from ModelNew.forward",
+        "cuda": "write the kernels in CUDA C++ and build them with load_inline(cuda_sources=...)",
+        "cpp": "write the kernels in C++ and build them with load_inline(cpp_sources=...)",
+    }.get(language, "")
+    return (
+        f"this run's kernels are written in {_NAMES.get(language, language)}, but this candidate's "
+        f"kernels are {written}: {hint}"
+    )
 
 
 def check_plan_text(plan: str | None) -> None:

@@ -129,6 +129,8 @@ class _Search:
             await asyncio.shield(self._after_error(exc))
             raise _single(exc) from None
         stop = self.stop or "budget"
+        # The summary reports speedups over every baseline: wait for those still being timed.
+        await self.service.settle_baselines(run_id)
         status = "finished" if self.recorded >= self.run_record.budget else "interrupted"
         await self.service.store.update_run(run_id, status=status)
         await self._emit("finished" if status == "finished" else "stopped", stop_reason=stop,

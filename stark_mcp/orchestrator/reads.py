@@ -57,6 +57,10 @@ class RunSummary(BaseModel):
     best_node_id: str | None = None
     best_runtime_ms: float | None = None
     best_speedups: dict[str, float] = Field(default_factory=dict)
+    language: str = Field("cuda", description="what candidates write kernels in: cuda, triton or cpp")
+    pending_baselines: list[str] = Field(
+        default_factory=list, description="baselines still being timed; their speedups come later"
+    )
     created_at: float
 
     @classmethod
@@ -69,6 +73,7 @@ class RunSummary(BaseModel):
             best_node_id=best.id if best is not None else None,
             best_runtime_ms=evaluation.runtime.median_ms if evaluation and evaluation.runtime else None,
             best_speedups=finite(evaluation.speedups) if evaluation else {},
+            language=run.language, pending_baselines=list(run.pending_baselines),
             created_at=run.created_at,
         )
 

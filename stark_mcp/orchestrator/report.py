@@ -40,10 +40,11 @@ def runtime_text(node: Node) -> str:
 def render_header(run: RunRecord) -> str:
     eager = run.baselines.get("eager")
     baselines = ", ".join(f"{name} {stats.median_ms:.4g} ms" for name, stats in run.baselines.items())
+    pending = f"; still timing {', '.join(run.pending_baselines)}" if run.pending_baselines else ""
     return (
-        f"run {run.id} ({run.name}) on {run.device}: strategy {run.strategy}, policy "
+        f"run {run.id} ({run.name}) on {run.device} in {run.language}: strategy {run.strategy}, policy "
         f"{run.policy.get('name')}, budget {run.budget}, seed {run.seed}, status {run.status}\n"
-        f"baselines: {baselines or 'none'}" + ("" if eager else " (no eager baseline)")
+        f"baselines: {baselines or 'none'}" + ("" if eager else " (no eager baseline)") + pending
     )
 
 

@@ -9,6 +9,7 @@ proposes code, never a result.
 from __future__ import annotations
 
 import asyncio
+import logging
 import secrets
 from collections.abc import Sequence
 from typing import Any
@@ -19,12 +20,15 @@ from stark_mcp.agents.parsing import split_plan_text
 from stark_mcp.agents.render import Prompt, render_prompt
 from stark_mcp.agents.templates import PromptTemplates, packaged
 from stark_mcp.evaluator import EvalSettings
+from stark_mcp.evaluator.assemble import aggregate, with_baselines
 from stark_mcp.evaluator.executor import Executor
 from stark_mcp.orchestrator.errors import BudgetExhausted, InvalidInput, RunError
 from stark_mcp.orchestrator.inputs import (
     check_candidate_source,
+    check_language,
     check_plan_text,
     check_role,
+    language_mismatch,
     resolve_problem,
 )
 from stark_mcp.orchestrator.own_module import CreatedProblem, create_problem
@@ -37,6 +41,7 @@ from stark_mcp.records import (
     Node,
     ProfileReport,
     RunRecord,
+    ShapeResult,
     Status,
     StoredEvaluation,
     TimingStats,
@@ -56,6 +61,9 @@ from stark_mcp.tree.anchors import adherence, strip_anchor_lines, validate_plan
 from stark_mcp.usercode.request import ProblemRequest
 
 MAX_BUDGET = 10_000
+PerShape = dict[str, dict[str, TimingStats]]  # baseline name -> shape label -> stats
+
+log = logging.getLogger(__name__)
 
 
 class RunService(RunReads):
@@ -65,9 +73,22 @@ class RunService(RunReads):
         super().__init__(store)
         self.evaluator = evaluator
         self.templates = templates or packaged()
-        # Serializes the budget check with the insert for clients of this process;
-        # across processes a budget can be overrun by the attempts in flight.
+        # Serializes the budget check with the insert for clients of this process (across
+        # processes a budget can be overrun by the attempts in flight), and the insert with the
+        # filling in of late baselines, so no node misses them.
         self._record_locks: dict[str, asyncio.Lock] = {}
+        # Compile baselines timed after create_run returned, one task per run (``_late_baselines``).
+        self._baseline_tasks: dict[str, asyncio.Task[None]] = {}
+        self._background: set[asyncio.Task[None]] = set()  # reference profiles
+
+    async def aclose(self) -> None:
+        """Cancel the baselines still being timed; their runs keep them pending, and the next
+        process that records an attempt in such a run times them again."""
+        tasks = [*self._baseline_tasks.values(), *self._background]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        self._baseline_tasks.clear()
 
     # ---- runs -------------------------------------------------------------------------------
 
@@ -84,41 +105,43 @@ class RunService(RunReads):
         eval_settings: EvalSettings | None = None,
         config: dict[str, Any] | None = None,
         progress: Progress | None = None,
+        language: str | None = None,
+        wait_for_baselines: bool = False,
     ) -> tuple[RunRecord, Node]:
-        """Check the problem, time its baselines and record the run with its root node.
+        """Check the problem, time its eager baseline and record the run with its root node.
 
-        Progress runs on one scale: the check, one step per baseline, the record.
+        The other baselines (torch.compile) are timed in the background (``pending_baselines``)
+        and fill in every node's speedups when they arrive; ``wait_for_baselines`` times them
+        here instead. ``language`` (cuda, triton or cpp) defaults to C++ on the CPU, CUDA on a
+        GPU. Progress runs on one scale: the check, the eager baseline, the record.
         """
         if not 1 <= budget <= MAX_BUDGET:
             raise InvalidInput(f"budget must be between 1 and {MAX_BUDGET}, got {budget}")
         policy_config = _policy_config(policy)
         loaded = problem if isinstance(problem, Problem) else resolve_problem(problem, name)
         resolved_device = await self.evaluator.resolve_device(device)
+        run_language = check_language(language, resolved_device)
         settings = eval_settings or self.evaluator.settings
-        profiling = resolved_device == "cuda" and settings.profile
-        steps = float(len(settings.baselines) + 2 + profiling)
+        now = ("eager", *settings.baselines) if wait_for_baselines else ("eager",)
+        now = tuple(dict.fromkeys(now))
+        later = [n for n in settings.baselines if n not in now]
+        steps = 3.0
 
         async def report(done: float, message: str) -> None:
             if progress is not None:
                 await progress(done, steps, message)
 
-        async def baseline_progress(done: float, _total: float | None, message: str) -> None:
-            await report(1.0 + done, message)
+        async def baseline_progress(done: float, total: float | None, message: str) -> None:
+            await report(1.0 + done / max(total or 1.0, 1.0), message)
 
         await report(0.0, f"checking problem {loaded.name} on {resolved_device}")
         await self.evaluator.check_problem(loaded, device=resolved_device)
-        await report(1.0, f"timing the baselines of {loaded.name}: {', '.join(settings.baselines)}")
-        baselines = await self.evaluator.baselines(
-            loaded, device=resolved_device, which=settings.baselines, progress=baseline_progress
+        await report(1.0, f"timing the {', '.join(now)} baseline of {loaded.name}")
+        per_shape = await self.evaluator.baseline_shapes(
+            loaded, device=resolved_device, which=now, progress=baseline_progress
         )
-        if "eager" not in baselines:
+        if "eager" not in per_shape:
             raise RunError(f"the eager baseline of {loaded.name} could not be timed")
-        root_evaluation = _root_evaluation(loaded, resolved_device, baselines)
-        if profiling:
-            # The first plans improve the reference: they see where its time goes.
-            await report(steps - 1, f"profiling the reference of {loaded.name}")
-            profile = await self.evaluator.profile(loaded, None, device=resolved_device, settings=settings)
-            root_evaluation = root_evaluation.model_copy(update={"profile": profile})
         run = await self.store.create_run(
             problem=loaded, device=resolved_device, strategy=strategy,
             policy=policy_config.model_dump(mode="json"), budget=budget,
@@ -128,9 +151,15 @@ class RunService(RunReads):
                 "eval_settings": settings.model_dump(mode="json"),
                 "device_name": await self.evaluator.device_name(resolved_device),
             },
-            baselines=baselines, root_evaluation=root_evaluation,
+            baselines=_aggregated(per_shape), language=run_language, pending_baselines=later,
+            root_evaluation=_root_evaluation(loaded, resolved_device, per_shape),
         )
-        await report(steps, f"run {run.id} created")
+        self._start_late_baselines(run)
+        if resolved_device == "cuda" and settings.profile:
+            self._start_reference_profile(run, settings)
+        await report(steps, f"run {run.id} created" + (
+            f"; timing {', '.join(later)} in the background" if later else ""
+        ))
         return run, await self.node(run.id, "n0")
 
     async def create_problem(
@@ -140,6 +169,72 @@ class RunService(RunReads):
         """A problem file from the user's own module (see ``own_module``), run once by this evaluator."""
         checker = self.evaluator if check else None
         return await create_problem(request, checker, device=device, progress=progress)
+
+    async def settle_baselines(self, run_id: str) -> RunRecord:
+        """Wait until the run's pending baselines are timed (or given up) and filled in."""
+        run = await self.store.get_run(run_id)
+        task = self._start_late_baselines(run)
+        if task is not None:
+            await asyncio.shield(task)
+        return await self.store.get_run(run_id)
+
+    def _start_late_baselines(self, run: RunRecord) -> asyncio.Task[None] | None:
+        """The task timing the run's pending baselines, started if none runs in this process."""
+        if not run.pending_baselines:
+            return None
+        task = self._baseline_tasks.get(run.id)
+        if task is None or task.done():
+            task = asyncio.create_task(self._late_baselines(run), name=f"baselines-{run.id}")
+            self._baseline_tasks[run.id] = task
+            task.add_done_callback(lambda t, rid=run.id: self._forget_task(rid, t))
+        return task
+
+    def _start_reference_profile(self, run: RunRecord, settings: EvalSettings) -> None:
+        """Profile the reference in the background, kept beside the root node: the first plans
+        improve the reference and read where its time goes; create_run does not wait for it."""
+
+        async def profile() -> None:
+            try:
+                report = await self.evaluator.profile(run.problem, None, device=run.device, settings=settings)
+                await self.store.add_profile(run.id, "n0", report)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - a missing profile never fails the run
+                log.warning("profiling the reference of run %s failed: %s", run.id, exc)
+
+        task = asyncio.create_task(profile(), name=f"profile-{run.id}")
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    def _forget_task(self, run_id: str, task: asyncio.Task[None]) -> None:
+        if self._baseline_tasks.get(run_id) is task:
+            del self._baseline_tasks[run_id]
+
+    async def _late_baselines(self, run: RunRecord) -> None:
+        """Time the run's pending baselines and fill them in; a failure is recorded on the run
+        (``config["baseline_errors"]``, and ``baseline_missing:<name>`` on its nodes), never raised."""
+        names = list(run.pending_baselines)
+        errors: dict[str, str] = {}
+        try:
+            late = await self.evaluator.baseline_shapes(run.problem, device=run.device, which=names)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - recorded on the run, never raised into a caller
+            log.warning("baselines %s of run %s failed: %s", names, run.id, exc)
+            late, errors = {}, {name: f"{type(exc).__name__}: {exc}"[:2000] for name in names}
+        for name in names:
+            if name not in late and name not in errors:
+                errors[name] = "could not be timed (see the evaluator's baseline cache entry)"
+        async with self._record_locks.setdefault(run.id, asyncio.Lock()):
+            root = await self.node(run.id, "n0")
+            known = _root_shapes(root)
+            merged = {**known, **late}
+            await self.store.fill_baselines(
+                run.id, _aggregated(late),
+                lambda evaluation: _settle(evaluation, late, errors),
+                done=names, errors=errors,
+                root_evaluation=_root_evaluation(run.problem, run.device, merged) if merged else None,
+            )
 
     # ---- search -----------------------------------------------------------------------------
 
@@ -189,6 +284,7 @@ class RunService(RunReads):
         return render_prompt(
             role, problem=run.problem, tree=tree, node_id=node_id, window_ids=window_ids,
             device=run.device, plan=plan, focus=focus, templates=self.templates, anchored=anchored,
+            language=run.language,
         )
 
     # ---- evaluation and recording ------------------------------------------------------------
@@ -199,8 +295,11 @@ class RunService(RunReads):
         source = _clean_source(source)
         check_candidate_source(source)
         run = await self.store.get_run(run_id)
+        self._start_late_baselines(run)
         evaluation = await self._evaluate(run, source, progress)
-        return await self.store.save_evaluation(run_id, source_hash(source), evaluation)
+        async with self._record_locks.setdefault(run_id, asyncio.Lock()):
+            evaluation = await self._with_known_baselines(run_id, evaluation)
+            return await self.store.save_evaluation(run_id, source_hash(source), evaluation)
 
     async def add_child(
         self,
@@ -227,12 +326,14 @@ class RunService(RunReads):
         run = await self.store.get_run(run_id)
         parent = await self.node(run_id, parent_id)
         await self._require_budget(run)
+        self._start_late_baselines(run)
         if action == Action.DEBUG.value and plan is None:
             plan = parent.plan  # Algorithm 1: a debug child keeps its parent's plan and anchors
         in_spans = _adherence(plan, parent, source) if action == Action.PLAN.value else None
         evaluation = await self._reuse_or_evaluate(run, source, evaluation_id, progress)
         async with self._record_locks.setdefault(run_id, asyncio.Lock()):
             await self._require_budget(run)
+            evaluation = await self._with_known_baselines(run_id, evaluation)
             node = await self.store.add_node(
                 run_id, parent_id=parent_id, action=Action(action), source=source, plan=plan,
                 evaluation=evaluation, usage=usage, adherence=in_spans,
@@ -292,9 +393,27 @@ class RunService(RunReads):
                     f"run {run.id} was timed on {recorded} but this process evaluates on {here}; a run "
                     f"never mixes GPU models: continue it where a {recorded} is (--gpus), or start a new run"
                 )
+        mismatch = language_mismatch(run.language, source)
+        if mismatch is not None:
+            return Evaluation(
+                status=Status.REJECTED, reason="language", message=mismatch, device=run.device,
+                problem_hash=run.problem.hash, source_hash=source_hash(source),
+            )
         return await self.evaluator.evaluate(
-            run.problem, source, device=run.device, settings=_run_settings(run), progress=progress
+            run.problem, source, device=run.device, settings=_run_settings(run), progress=progress,
+            wait_for_baselines=False,
         )
+
+    async def _with_known_baselines(self, run_id: str, evaluation: Evaluation) -> Evaluation:
+        """Add the baselines the run already has (on its root, per shape) that the evaluation
+        lacks; called under the run's record lock, so a late baseline either is found here or
+        finds the new node when it is filled in."""
+        if not any(flag.startswith("baseline_pending:") for flag in evaluation.flags):
+            return evaluation
+        known = _root_shapes(await self.node(run_id, "n0"))
+        run = await self.store.get_run(run_id)
+        given_up = set(run.config.get("baseline_errors", {})) - set(run.pending_baselines)
+        return _settle(evaluation, known, given_up) or evaluation
 
 
 def _clean_source(source: str) -> str:
@@ -314,14 +433,50 @@ def _run_settings(run: RunRecord) -> EvalSettings | None:
     return EvalSettings(**stored) if stored else None
 
 
-def _root_evaluation(problem: Problem, device: str, baselines: dict[str, TimingStats]) -> Evaluation:
+def _aggregated(per_shape: PerShape) -> dict[str, TimingStats]:
+    return {name: aggregate(list(shapes.values())) for name, shapes in per_shape.items() if shapes}
+
+
+def _root_evaluation(problem: Problem, device: str, per_shape: PerShape) -> Evaluation:
+    """The reference timed as the eager baseline. Its ``shapes`` keep every baseline per shape:
+    the one place the run holds what a late evaluation needs to compute its speedups."""
+    shapes = []
+    for label, eager in per_shape["eager"].items():
+        baselines = {name: s[label] for name, s in per_shape.items() if label in s}
+        speedups = {name: stats.median_ms / eager.median_ms for name, stats in baselines.items()}
+        shapes.append(ShapeResult(label=label, runtime=eager, baselines=baselines, speedups=speedups))
+    baselines = _aggregated(per_shape)
     eager = baselines["eager"]
     return Evaluation(
         status=Status.PASSED, message="the reference module, timed as the eager baseline",
         runtime=eager, baselines=baselines,
         speedups={name: stats.median_ms / eager.median_ms for name, stats in baselines.items()},
-        device=device, problem_hash=problem.hash, source_hash=problem.hash,
+        device=device, problem_hash=problem.hash, source_hash=problem.hash, shapes=shapes,
     )
+
+
+def _root_shapes(root: Node) -> PerShape:
+    """Every baseline the run has, per shape, from its root's evaluation."""
+    found: PerShape = {}
+    for shape in root.evaluation.shapes if root.evaluation is not None else ():
+        for name, stats in shape.baselines.items():
+            found.setdefault(name, {})[shape.label] = stats
+    return found
+
+
+def _settle(evaluation: Evaluation, late: PerShape, given_up: set[str] | dict[str, str]) -> Evaluation | None:
+    """``evaluation`` with the late baselines' speedups, and ``baseline_pending:<name>`` turned
+    into ``baseline_missing:<name>`` for those given up; None when nothing changes."""
+    filled = with_baselines(evaluation, late) or evaluation
+    flags = [
+        f"baseline_missing:{flag.split(':', 1)[1]}"
+        if flag.startswith("baseline_pending:") and flag.split(":", 1)[1] in given_up
+        else flag
+        for flag in filled.flags
+    ]
+    if flags != filled.flags:
+        filled = filled.model_copy(update={"flags": flags})
+    return None if filled is evaluation else filled
 
 
 def _adherence(plan: str | None, parent: Node, source: str) -> float | None:

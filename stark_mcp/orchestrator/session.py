@@ -100,7 +100,11 @@ async def open_service(
         await Store.open(settings.database) as store,
         open_evaluator(settings, eval_settings) as evaluator,
     ):
-        yield RunService(store, evaluator, templates)
+        service = RunService(store, evaluator, templates)
+        try:
+            yield service
+        finally:
+            await service.aclose()  # background baselines stop before the evaluator and store close
 
 
 @asynccontextmanager

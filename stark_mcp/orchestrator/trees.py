@@ -1,7 +1,8 @@
 """Each run's tree kept in memory and brought up to date from the store on every read.
 
-Nodes are append-only rows (never changed once written), so a cached tree is made current
-by one indexed query for the nodes with a seq above the last one it holds: almost always
+Nodes are append-only rows, changed after they are written only when late baselines fill in
+their speedups (which bumps the run's revision: the whole tree is read again), so a cached
+tree is made current by one indexed query for the nodes with a seq above the last one it holds: almost always
 none. A read therefore costs the new nodes, not the whole tree, and another process writing
 the same run (a second server, a CLI) is seen by the next read here. Profiles taken after a
 node was recorded (``profile_kernel``) live in their own append-only table and are laid over
@@ -28,14 +29,22 @@ class RunTrees:
         self._capacity = capacity
         self._cached: OrderedDict[str, Tree] = OrderedDict()
         self._profile_seq: dict[int, int] = {}  # id(tree) -> the last profile laid over it
+        self._revisions: dict[str, int] = {}
 
     async def get(self, run_id: str) -> Tree:
         cached = self._cached.get(run_id)
-        new = await self._store.nodes(run_id, after_seq=cached.latest().seq if cached is not None else -1)
+        known = self._revisions.get(run_id, -1) if cached is not None else -1
+        revision, new = await self._store.nodes_since(
+            run_id, cached.latest().seq if cached is not None else -1, known
+        )
+        if revision != known:
+            cached = None  # nodes were rewritten (or nothing was held): ``new`` is the whole tree
         # Another read of this run may have brought the cache further while this one awaited.
         current = self._cached.get(run_id)
-        if current is not None and current is not cached and (
-            cached is None or current.latest().seq > cached.latest().seq
+        if (
+            current is not None and current is not cached
+            and self._revisions.get(run_id) == revision
+            and (cached is None or current.latest().seq > cached.latest().seq)
         ):
             cached = current
             new = [n for n in new if n.seq > cached.latest().seq]
@@ -50,9 +59,11 @@ class RunTrees:
             after = profiles[-1][0]
         self._profile_seq[id(cached)] = after
         self._cached[run_id] = cached
+        self._revisions[run_id] = revision
         self._cached.move_to_end(run_id)
         while len(self._cached) > self._capacity:
-            self._cached.popitem(last=False)
+            dropped, _ = self._cached.popitem(last=False)
+            self._revisions.pop(dropped, None)
         live = {id(tree) for tree in self._cached.values()}
         self._profile_seq = {key: seq for key, seq in self._profile_seq.items() if key in live}
         return cached

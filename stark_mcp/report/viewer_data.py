@@ -70,7 +70,7 @@ def run_data(document: RunDocument) -> dict[str, Any]:
             "seed": run.seed,
             "device_name": device_name,
             "problem_source": run.problem.source,
-            "language": run.config.get("language"),
+            "language": run.language,
             "baselines": {
                 name: {**stats.model_dump(mode="json"), "mode": baseline_mode(name)}
                 for name, stats in run.baselines.items()

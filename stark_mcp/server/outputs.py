@@ -22,7 +22,12 @@ class RunCreated(BaseModel):
     budget: int = Field(description="attempts allowed, the root not counted")
     seed: int
     baselines_ms: dict[str, float] = Field(
-        description="median runtime of each baseline in ms (eager, compile...)"
+        description="median runtime of each baseline timed so far, in ms (eager, compile...)"
+    )
+    language: str = Field(description="what candidates write kernels in: cuda, triton or cpp")
+    pending_baselines: list[str] = Field(
+        default_factory=list,
+        description="baselines being timed in the background; speedups over them fill in when ready",
     )
     next: str
 
@@ -145,6 +150,10 @@ class NodeDetail(BaseModel):
     evaluation: EvaluationResult | None
     profile: ProfileReport | None = Field(
         None, description="where the node's forward spends device time, per kernel (GPU; see profile_kernel)"
+    )
+    pending_baselines: list[str] = Field(
+        default_factory=list,
+        description="the run's baselines still being timed: this node's speedups over them come later",
     )
 
 

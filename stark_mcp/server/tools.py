@@ -95,21 +95,28 @@ async def create_run(
     budget: Annotated[int, Field(description="attempts allowed, the root not counted", ge=1)] = 30,
     seed: Annotated[int | None, Field(description="seed of the policy's random choices")] = None,
     name: Annotated[str | None, Field(description="a label for the run")] = None,
+    language: Annotated[
+        str | None,
+        Field(description="what kernels are written in: cuda (CUDA C++) or triton on a GPU, cpp on the "
+              "CPU (default: cuda on a GPU, cpp on the CPU)"),
+    ] = None,
 ) -> RunCreated:
-    """Start an optimization run: checks that the problem runs, times its baselines (eager and
-    torch.compile; reported as progress, may take a minute) and records the reference as root node.
-    The problem must define class Model(nn.Module), get_inputs() and get_init_inputs().
-    Next: select_node(run_id)."""
+    """Start an optimization run: checks that the problem runs, times its eager baseline and records
+    the reference as root node, then returns; the torch.compile baselines are timed in the background
+    (pending_baselines) and their speedups fill in on every node when ready. language says what the
+    kernels are written in. The problem must define class Model(nn.Module), get_inputs() and
+    get_init_inputs(). Next: select_node(run_id)."""
     state = app_state(ctx)
     with tool_errors():
         run, root = await state.service.create_run(
             problem, device=device or state.settings.device, policy=policy, budget=budget, seed=seed,
-            name=name, progress=relay(ctx),
+            name=name, progress=relay(ctx), language=language,
         )
     return RunCreated(
         run_id=run.id, root_node_id=root.id, problem=run.problem.name, device=run.device,
         policy=str(run.policy.get("name", policy)), budget=run.budget, seed=run.seed,
         baselines_ms={k: v.median_ms for k, v in run.baselines.items()},
+        language=run.language, pending_baselines=list(run.pending_baselines),
         next=f"Call select_node(run_id={run.id!r}).",
     )
 
@@ -226,17 +233,21 @@ async def list_runs(ctx: Context) -> RunList:
 
 async def get_node(run_id: RunId, node_id: NodeId, ctx: Context) -> NodeDetail:
     """One attempt in full: parent, children, the action that made it, its plan, source and the
-    server's evaluation of it (status, reason, message, runtime, speedups, logs), and its
-    per-kernel profile when it has one (GPU; profile_kernel takes one on demand)."""
+    server's evaluation of it (status, reason, message, runtime, speedups, logs), its per-kernel
+    profile when it has one (GPU; profile_kernel takes one on demand), and which of the run's
+    baselines are still being timed (pending_baselines)."""
+    service = app_state(ctx).service
     with tool_errors():
-        tree = await app_state(ctx).service.tree(run_id)
+        tree = await service.tree(run_id)
         node = tree.get(node_id)
         children = [child.id for child in tree.children(node_id)]
+        run = await service.get_run(run_id)
     return NodeDetail(
         run_id=run_id, node_id=node.id, parent_id=node.parent_id, action=node.action.value,
         children=children, plan=node.plan, source=node.source, adherence=node.adherence,
         evaluation=EvaluationResult.of(node.evaluation) if node.evaluation else None,
         profile=node.evaluation.profile if node.evaluation else None,
+        pending_baselines=list(run.pending_baselines),
     )
 
 

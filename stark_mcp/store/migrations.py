@@ -121,6 +121,19 @@ MIGRATIONS: tuple[Migration, ...] = (
             "CREATE INDEX profiles_by_run ON profiles (run_id, seq)",
         ),
     ),
+    Migration(
+        3,
+        "run language, baselines still being timed, and a revision for rewritten nodes",
+        (
+            "ALTER TABLE runs ADD COLUMN language TEXT NOT NULL DEFAULT 'cuda'",
+            # Runs made before languages existed wrote C++ on the CPU and CUDA C++ elsewhere.
+            "UPDATE runs SET language = 'cpp' WHERE device = 'cpu' OR device LIKE 'cpu:%'",
+            "ALTER TABLE runs ADD COLUMN pending_baselines_json TEXT NOT NULL DEFAULT '[]'",
+            # Bumped whenever nodes already written are rewritten (late baselines fill in their
+            # speedups), so a reader holding a tree knows to read it again whole.
+            "ALTER TABLE runs ADD COLUMN revision INTEGER NOT NULL DEFAULT 0",
+        ),
+    ),
 )
 
 

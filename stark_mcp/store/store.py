@@ -12,7 +12,7 @@ import json
 import random
 import sqlite3
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -25,6 +25,7 @@ from stark_mcp.records import (
     Action,
     Evaluation,
     ExchangeRecord,
+    KernelLanguage,
     Node,
     ProfileReport,
     RunRecord,
@@ -33,6 +34,7 @@ from stark_mcp.records import (
     StoredEvaluation,
     TimingStats,
     Usage,
+    default_language,
 )
 from stark_mcp.store import codec, ids
 from stark_mcp.store.connection import connect, run_write
@@ -107,14 +109,18 @@ class Store:
         config: dict[str, Any] | None = None,
         baselines: dict[str, TimingStats] | None = None,
         root_evaluation: Evaluation | None = None,
+        language: KernelLanguage | None = None,
+        pending_baselines: Sequence[str] = (),
     ) -> RunRecord:
         """Record a run; with ``root_evaluation`` its root node (the reference, ``n0``) is
-        inserted in the same transaction, so no crash can leave a run without a root."""
+        inserted in the same transaction, so no crash can leave a run without a root.
+        ``language`` defaults to C++ on the CPU and CUDA elsewhere."""
         now = time.time()
         run = RunRecord(
             id=ids.new_run_id(self._rng), name=name or problem.name, problem=problem, device=device,
             strategy=strategy, policy=policy, budget=budget, seed=seed, config=config or {},
-            baselines=baselines or {}, created_at=now, updated_at=now,
+            baselines=baselines or {}, language=language or default_language(device),
+            pending_baselines=list(pending_baselines), created_at=now, updated_at=now,
         )
 
         async def work() -> RunRecord:
@@ -153,6 +159,7 @@ class Store:
         status: RunStatus | None = None,
         baselines: dict[str, TimingStats] | None = None,
         config: dict[str, Any] | None = None,
+        pending_baselines: Sequence[str] | None = None,
     ) -> RunRecord:
         """Set the given fields (``config`` replaces the whole dict) and bump ``updated_at``."""
 
@@ -165,6 +172,8 @@ class Store:
                 changes["baselines"] = baselines
             if config is not None:
                 changes["config"] = config
+            if pending_baselines is not None:
+                changes["pending_baselines"] = list(pending_baselines)
             # Re-validate so a bad status is refused here, not stored and found later.
             try:
                 updated = RunRecord.model_validate({**current.model_dump(), **changes})
@@ -172,7 +181,8 @@ class Store:
                 raise StoreError(f"invalid update of run {run_id!r}: {exc}") from None
             await self._conn.execute(
                 "UPDATE runs SET status = :status, baselines_json = :baselines_json,"
-                " config_json = :config_json, updated_at = :updated_at WHERE id = :id",
+                " config_json = :config_json, pending_baselines_json = :pending_baselines_json,"
+                " updated_at = :updated_at WHERE id = :id",
                 codec.run_columns(updated),
             )
             return updated
@@ -292,8 +302,9 @@ class Store:
     async def nodes(self, run_id: str, *, after_seq: int = -1) -> list[Node]:
         """The run's nodes in creation order; only those with a seq above ``after_seq`` when given.
 
-        Nodes are never changed once written, so a reader holding the first ``k`` keeps them
-        current by asking for those after seq ``k - 1`` (one indexed query).
+        Nodes change after they are written only when late baselines fill in their speedups
+        (``fill_baselines``, which bumps the run's revision): a reader holding the first ``k``
+        keeps them current with ``nodes_since`` (one indexed query).
         """
         async with self._lock:
             await self._require_run(run_id)
@@ -301,6 +312,78 @@ class Store:
                 "SELECT * FROM nodes WHERE run_id = ? AND seq > ? ORDER BY seq", (run_id, after_seq)
             )
         return [codec.node_from_row(row) for row in rows]
+
+    async def nodes_since(self, run_id: str, after_seq: int, revision: int) -> tuple[int, list[Node]]:
+        """``(revision, nodes)`` for a reader holding the nodes up to ``after_seq`` read at
+        ``revision``: the newer nodes when the run's revision is unchanged, else every node
+        (``fill_baselines`` rewrote some). Same cost as ``nodes``: the run check reads the revision."""
+        async with self._lock:
+            row = await self._one("SELECT revision FROM runs WHERE id = ?", (run_id,))
+            if row is None:
+                raise NotFound(f"no run {run_id!r}")
+            current = int(row[0])
+            rows = await self._all(
+                "SELECT * FROM nodes WHERE run_id = ? AND seq > ? ORDER BY seq",
+                (run_id, after_seq if current == revision else -1),
+            )
+        return current, [codec.node_from_row(row) for row in rows]
+
+    async def fill_baselines(
+        self,
+        run_id: str,
+        baselines: dict[str, TimingStats],
+        fill: Callable[[Evaluation], Evaluation | None],
+        *,
+        done: Sequence[str],
+        errors: dict[str, str] | None = None,
+        root_evaluation: Evaluation | None = None,
+    ) -> RunRecord:
+        """Late baselines arrive: in one transaction, add them to the run, take ``done`` off its
+        pending list, rewrite each node and stored evaluation that ``fill`` changes (it returns
+        None to leave one alone) and bump the run's revision. ``errors`` (baseline name -> why it
+        could not be timed) go to ``config["baseline_errors"]``. Scores are runtimes, which a
+        baseline does not change, so the score column stays as it is."""
+
+        async def work() -> RunRecord:
+            current = await self._fetch_run(run_id)
+            config = dict(current.config)
+            if errors:
+                config["baseline_errors"] = {**config.get("baseline_errors", {}), **errors}
+            updated = current.model_copy(update={
+                "config": config,
+                "baselines": {**current.baselines, **baselines},
+                "pending_baselines": [n for n in current.pending_baselines if n not in set(done)],
+                "updated_at": max(time.time(), current.updated_at),
+            })
+            await self._conn.execute(
+                "UPDATE runs SET baselines_json = :baselines_json, pending_baselines_json ="
+                " :pending_baselines_json, config_json = :config_json, updated_at = :updated_at,"
+                " revision = revision + 1 WHERE id = :id",
+                {k: v for k, v in codec.run_columns(updated).items()
+                 if k in ("id", "baselines_json", "pending_baselines_json", "config_json", "updated_at")},
+            )
+            for table, key in (("nodes", "id"), ("evaluations", "id")):
+                rows = await self._all(
+                    f"SELECT {key}, action, evaluation_json FROM {table} WHERE run_id = ?"
+                    if table == "nodes"
+                    else f"SELECT {key}, NULL AS action, evaluation_json FROM {table} WHERE run_id = ?",
+                    (run_id,),
+                )
+                for row in rows:
+                    if not row["evaluation_json"]:
+                        continue
+                    if row["action"] == Action.ROOT.value and root_evaluation is not None:
+                        changed: Evaluation | None = root_evaluation
+                    else:
+                        changed = fill(Evaluation.model_validate_json(row["evaluation_json"]))
+                    if changed is not None:
+                        await self._conn.execute(
+                            f"UPDATE {table} SET evaluation_json = ? WHERE run_id = ? AND {key} = ?",
+                            (changed.model_dump_json(), run_id, row[key]),
+                        )
+            return updated
+
+        return await run_write(self._conn, self._lock, work)
 
     async def count_nodes(self, run_id: str, *, exclude_root: bool = True) -> int:
         """Attempts made so far (what the budget counts), or all nodes with ``exclude_root=False``."""

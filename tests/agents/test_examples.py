@@ -97,3 +97,18 @@ def test_cpu_example_builds_and_matches_its_reference(tmp_path: Path,
         torch.testing.assert_close(model_new(a, b), model(a, b), rtol=1e-5, atol=1e-5)
         with pytest.raises(RuntimeError, match="same shape"):
             model_new(torch.randn(3, init[0]), torch.randn(4, init[0]))
+
+
+def test_triton_example_is_triton_only_autotuned_and_attributed() -> None:
+    from stark_mcp.evaluator import check_candidate
+    from stark_mcp.evaluator.kernels import own_kernel_names
+
+    path = builtin_prompts_dir() / "example_kernel_triton.py"
+    source = path.read_text()
+    static = check_candidate(source)
+    assert static.status is None and not static.needs_build and static.languages == {"triton"}
+    assert own_kernel_names(source) == {"gated_bias_kernel"}
+    assert "@triton.autotune" in source and "tl.int64" in source and "load_inline" not in source
+    assert _class_init_args(path, "ModelNew") == _class_init_args(
+        builtin_prompts_dir() / "example_reference.py", "Model"
+    )

@@ -136,6 +136,20 @@ def test_device_selects_guidance_and_example(problem: Problem, tree: Tree) -> No
         render_prompt("plan", problem=problem, tree=tree, node_id="n1", window_ids=[], device="auto")
 
 
+def test_triton_language_selects_triton_guidance_example_and_wording(problem: Problem, tree: Tree) -> None:
+    cuda = _render("code", problem, tree, "n0", plan=PLAN)
+    triton = _render("code", problem, tree, "n0", plan=PLAN, language="triton")
+    assert "@triton.jit" in triton.system and "tl.constexpr" in triton.system and "autotune" in triton.system
+    assert "cuda_sources" not in triton.system and "nvcc" not in triton.system
+    assert "Write the kernels in Triton" in triton.system and "Write the kernels in CUDA C++" in cuda.system
+    assert "@triton.autotune" in triton.prefix and "__global__" not in triton.prefix
+    assert "kernels (Triton" in triton.body and "kernels (CUDA C++" in cuda.body
+    assert triton.prefix != cuda.prefix
+    with pytest.raises(AgentError, match="no prompt guidance for language 'rust'"):
+        render_prompt("plan", problem=problem, tree=tree, node_id="n1", window_ids=[], device="cuda",
+                      language="rust")
+
+
 def test_unknown_role_is_an_error(problem: Problem, tree: Tree) -> None:
     with pytest.raises(AgentError, match="unknown role"):
         _render("review", problem, tree)

@@ -8,10 +8,12 @@ from stark_mcp.agents import AgentError, fill, load_template
 from stark_mcp.agents.templates import PROMPTS_ENV, PromptTemplates, builtin_prompts_dir, placeholders
 
 SHIPPED = [
-    "system.md", "device_cuda.md", "device_cpu.md", "prefix.md", "body.md", "entry.md", "root.md",
-    "scaffold.md", "profile.md", "focus.md", "retry.md", "plan.md", "code.md", "debug.md", "generalist.md",
+    "system.md", "device_cuda.md", "device_cpu.md", "device_triton.md", "prefix.md", "body.md",
+    "entry.md", "root.md", "scaffold.md", "profile.md", "focus.md", "retry.md", "plan.md", "code.md",
+    "debug.md", "generalist.md",
     "plan_advice.md", "code_advice.md", "advice.md",
-    "example_reference.py", "example_kernel_cuda.py", "example_kernel_cpu.py", "README.md",
+    "example_reference.py", "example_kernel_cuda.py", "example_kernel_cpu.py",
+    "example_kernel_triton.py", "README.md",
 ]
 
 
@@ -59,7 +61,8 @@ def test_bad_or_unknown_template_names(name: str) -> None:
 
 
 def test_role_templates_use_only_documented_placeholders() -> None:
-    documented = {"node_id", "begin", "end", "focus_hint", "latest_status", "device", "problem_name"}
+    documented = {"node_id", "begin", "end", "focus_hint", "latest_status", "device", "problem_name",
+                  "language", "language_name"}
     for role in ("plan", "code", "debug", "generalist", "plan_advice", "code_advice"):
         used = placeholders(f"{role}.md")
         assert used <= documented, (role, used - documented)

@@ -36,3 +36,48 @@ def test_share_counts_only_own_kernels() -> None:
     assert own_kernel_share(kernels, SOURCE) == pytest.approx(0.3)
     assert own_kernel_share([], SOURCE) is None
     assert own_kernel_share(kernels, "no kernels here") == 0.0
+
+
+ALIASED = '''
+import triton as tt
+from triton import jit as triton_jit
+import triton.language as tl
+
+@tt.autotune(configs=[], key=["n"])
+@tt.jit
+def tuned(x_ptr, n, BLOCK: tl.constexpr):
+    pass
+
+@triton_jit(do_not_specialize=["n"])
+def plain(x_ptr, n):
+    pass
+
+def helper(x):  # not a kernel
+    return x
+'''
+
+
+def test_triton_kernels_are_found_under_any_import_name() -> None:
+    assert own_kernel_names(ALIASED) == {"tuned", "plain"}
+
+
+def test_triton_kernels_count_as_own_and_library_kernels_never_do() -> None:
+    source = SOURCE + "\n@triton.jit\ndef vectorized_elementwise_kernel(x):\n    pass\n"
+    profile = [
+        ("fused_softmax", 30.0),  # Triton 3: the function's name
+        ("relu_add_kernel(float const*, float*, int)", 30.0),
+        ("fused_softmax_0d1d2de", 10.0),  # Triton 2 appended the specialization
+        ("void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>>(int)", 20.0),
+        ("triton_poi_fused_add_relu_0", 10.0),  # torch.compile's Inductor kernel
+    ]
+    assert own_kernel_share(profile, source) == pytest.approx(0.7)
+
+
+def test_candidate_languages() -> None:
+    from stark_mcp.evaluator import check_candidate
+
+    assert check_candidate(ALIASED + "\nclass ModelNew: pass\n").languages == {"triton"}
+    assert check_candidate(SOURCE + "\nclass ModelNew: pass\n").languages == {"triton", "cuda"}
+    cpp = "from torch.utils.cpp_extension import load_inline\nm = load_inline(name='x', cpp_sources='')\n"
+    assert check_candidate(cpp + "class ModelNew: pass\n").languages == {"cpp"}
+    assert check_candidate("import torch\nclass ModelNew: pass\n").languages == set()

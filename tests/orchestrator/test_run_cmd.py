@@ -152,3 +152,17 @@ def test_run_refuses_bad_arguments_before_any_work(tmp_path: Path, monkeypatch: 
         assert result.exit_code == 2, (args, result.output)
         assert message in result.output, (args, result.output)
     assert not (tmp_path / "home" / "cache").exists()
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--device", "cpu", "--language", "triton"], "language 'triton' does not run on the cpu device"),
+    (["--language", "rust"], "unknown language 'rust'"),
+    (["--resume", "r-x", "--language", "cuda"], "--language applies to a new run"),
+])
+def test_run_refuses_a_language_it_cannot_use_before_any_work(tmp_path: Path, args: list[str],
+    message: str) -> None:
+    problem = [] if "--resume" in args else [str(PROBLEM_PATH)]
+    done = subprocess.run([*CLI, "run", *problem, *args], env=_env(tmp_path / "home"),
+        capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and message in done.stderr, done.stderr
+    assert not (tmp_path / "home").exists()

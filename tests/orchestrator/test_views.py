@@ -91,7 +91,7 @@ def _run() -> RunRecord:
 def test_tree_view_indents_children_under_their_parent() -> None:
     text = render_tree(_run(), _nodes())
     lines = text.splitlines()
-    assert lines[0].startswith("run r-1 (scaled_relu) on cpu: strategy stark, policy stark, budget 30")
+    assert lines[0].startswith("run r-1 (scaled_relu) on cpu in cpp: strategy stark, policy stark, budget 30")
     body = lines[lines.index(next(line for line in lines if line.startswith("node"))) + 1:]
     assert [line.split()[0:3] for line in body] == [
         ["n0", "root", "passed"], ["├──", "n1", "plan"], ["│", "└──", "n2"], ["└──", "n3", "plan"],

@@ -58,7 +58,7 @@ async def test_listing_names_annotations_and_schemas(served: Served, mode: str) 
         assert add_params == {"run_id", "parent_id", "source", "plan", "action", "evaluation_id"}
         assert not any("runtime" in p for p in add_params)
         assert set(tools["create_run"].input_schema["properties"]) == {
-            "problem", "device", "policy", "budget", "seed", "name",
+            "problem", "device", "policy", "budget", "seed", "name", "language",
         }
         instructions = client.instructions or ""
         loop = ["1. create_run", "a. select_node", "build_context(run_id, node_id, role='plan')",

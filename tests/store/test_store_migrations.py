@@ -116,3 +116,23 @@ async def test_a_database_of_the_first_schema_gains_the_profiles_table(tmp_path:
     async with await Store.open(path) as store:
         assert [p.reason for _, _, p in await store.profiles(run.id)] == ["profiling needs a GPU"]
         assert (await store.get_node(run.id, "n0")).action is Action.ROOT
+
+
+async def test_migration_3_gives_old_runs_a_language_and_no_pending_baselines(tmp_path: Path) -> None:
+    """A database of schema 1 with a CPU and a GPU run opens with languages cpp and cuda."""
+    path = tmp_path / "v1.db"
+    async with aiosqlite.connect(path, isolation_level=None) as conn:
+        await apply_migrations(conn, MIGRATIONS[:1])
+        for run_id, device in (("r-cpu", "cpu"), ("r-gpu", "cuda")):
+            await conn.execute(
+                "INSERT INTO runs VALUES"
+                " (?, 'n', ?, 'h', ?, 'stark', '{}', 3, 1, '{}', '{}', 'created', 1, 1)",
+                (run_id, '{"name": "p", "source": "class Model: pass", "origin": "t"}', device),
+            )
+    async with await Store.open(path) as store:
+        runs = {run.id: run for run in await store.list_runs()}
+        assert runs["r-cpu"].language == "cpp" and runs["r-gpu"].language == "cuda"
+        assert runs["r-cpu"].pending_baselines == [] and runs["r-gpu"].pending_baselines == []
+        revision, nodes = await store.nodes_since("r-cpu", -1, 0)
+        assert (revision, nodes) == (0, [])
+    assert [n for n, _ in recorded(path)] == list(range(1, LATEST + 1))

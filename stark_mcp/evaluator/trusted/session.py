@@ -34,6 +34,7 @@ from stark_mcp.evaluator.trusted.runners import RunnerDied, RunnerHandle, Runner
 
 CANDIDATE_STATUSES = {"build_error", "load_error", "runtime_error", "rejected"}
 CALL_ERRORS = {("runtime_error", "exception"), ("rejected", "tamper")}
+JIT_WARMUP_CALLS = 20  # extra warm-up calls at most while a shape's calls still compile or autotune
 
 
 class Stop(Exception):
@@ -331,15 +332,21 @@ class Session:
         assert self.driver is not None
         s = self.s
         cand, base = timing.Samples(), timing.Samples()
-        # Warm-up, at least 3 calls and warmup_s, judged like every other call.
-        started, warm = time.monotonic(), 0
-        while warm < 3 or (
-            time.monotonic() - started < float(s["warmup_s"])
-            and time.monotonic() - started < 8 * float(s["warmup_s"])
-        ):
+        # Warm-up, at least 3 calls and warmup_s, judged like every other call; longer while the
+        # candidate's calls still compile or autotune Triton kernels (up to JIT_WARMUP_CALLS more).
+        started, warm, jit_before = time.monotonic(), 0, None
+        while True:
             made = self._call(self.driver, shape, budget)
             self._judge(made, self._checked(set(), -1), "timing")
             warm += 1
+            jit_now = jit_count(made)
+            compiling = jit_now is not None and jit_before is not None and jit_now != jit_before
+            jit_before = jit_now
+            elapsed = time.monotonic() - started
+            if warm < 3 or (elapsed < float(s["warmup_s"]) and elapsed < 8 * float(s["warmup_s"])):
+                continue
+            if not (compiling and warm < 3 + JIT_WARMUP_CALLS):
+                break
         per_call_s = max(made.outcome.bracket_ns / 1e9, 1e-6)
         expected = int(min(max(3, float(s["max_time_s"]) / per_call_s), int(s["min_calls"])))
         forced = set(self.rng.sample(range(expected), min(int(s["min_timed_checks"]), expected)))
@@ -364,11 +371,25 @@ class Session:
                 break
             if n >= 3 and spent >= float(s["max_time_s"]):
                 break
+        self._note_jit(shape, jit_before, jit_count(made))
         while self.timed_checked < min(int(s["min_timed_checks"]), index):  # slow kernels: top up the checks
             self._judge(self._call(self.driver, shape, budget), True, "timing")
             self.timed_checked += 1
         self._baseline_block(shape, block, base, budget)
         return self._figure(shape, cand, base)
+
+    def _note_jit(self, shape: int, before: int | None, after: int | None) -> None:
+        """Flag a candidate whose timed calls still compiled or autotuned Triton kernels."""
+        if before is None or after is None or after <= before:
+            return
+        if "jit_in_timing" not in self.flags:
+            self.flags.append("jit_in_timing")
+        label = self.problem.shapes[shape].label
+        self.findings.append(
+            f"{label}: the candidate compiled or autotuned Triton kernels {after - before} time(s) during "
+            "timed calls, after the warm-up; its times include that work (keep autotune keys and "
+            "specializations the same from call to call)"
+        )
 
     def _baseline_block(self, shape: int, calls: int, samples: timing.Samples, budget: Budget) -> None:
         """Baseline calls with the candidate frozen; on a GPU, first make sure it left nothing running."""
@@ -471,6 +492,12 @@ def reported_kernels(answer: dict[str, Any]) -> tuple[list[list[Any]] | None, li
     shown = answer.get("launches")
     launches = [x for x in shown[:64] if isinstance(x, dict)] if isinstance(shown, list) else None
     return kernels, launches
+
+
+def jit_count(made: Made) -> int | None:
+    """The Triton compilations and autotuning runs the candidate's process reported so far."""
+    value = made.outcome.meta.get("jit")
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def geomean(values: list[float]) -> float:

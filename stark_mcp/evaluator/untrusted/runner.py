@@ -27,6 +27,7 @@ from stark_mcp.evaluator.common import control, frames
 from stark_mcp.evaluator.common.regions import Region
 from stark_mcp.evaluator.sandbox.launch import die_with_parent
 from stark_mcp.evaluator.untrusted import loading
+from stark_mcp.evaluator.untrusted.jitwatch import JitWatch
 from stark_mcp.evaluator.untrusted.kernel_list import kernel_totals, launches_from_trace
 from stark_mcp.evaluator.untrusted.outputs import describe_and_publish
 from stark_mcp.evaluator.untrusted.watch import FlagWatch, FunctionWatch
@@ -50,6 +51,7 @@ class Runner:
         self.spin_s = float(timing.get("spin_s", 0.0))
         self.functions = FunctionWatch()
         self.flags = FlagWatch()
+        self.jit = JitWatch()
         self.model: Any = None
         self.ready: dict[tuple[int, int], Any] = {}
         self.last: Any = None
@@ -90,6 +92,8 @@ class Runner:
                 f"ModelNew(...) failed: {loading.describe(exc)}",
                 traceback.format_exc(),
             ) from None
+        if s["mode"] != "reference":
+            self.jit.install()  # after the import: the candidate's own Triton, if it uses Triton
         compile_mode = s.get("compile")
         if compile_mode:
             model = torch.compile(model, mode=None if compile_mode == "default" else compile_mode)
@@ -160,7 +164,10 @@ class Runner:
             reported_ns = time.process_time_ns() - t0
             tree, flags = describe_and_publish(out, expected, inputs)
         self.last = (out, inputs)  # freed after DONE, not on the timed path
-        return reported_ns, {"ok": True, "out": tree, "flags": flags}
+        meta = {"ok": True, "out": tree, "flags": flags}
+        if self.jit.installed:
+            meta["jit"] = self.jit.count  # compilations and autotuning runs so far
+        return reported_ns, meta
 
     def profile(self, shape: int, slot: int, args: list[Any]) -> dict[str, Any]:
         """One forward for a profiler. Under an outside tool (Nsight Compute), only an NVTX range
