@@ -47,5 +47,8 @@ def backend_from_settings(
         path = spec[len(SCRIPTED_PREFIX) :]
         if not path:
             raise LLMError("scripted backend needs a file: scripted:<path to .json or .jsonl>")
-        return ScriptedBackend.from_file(path, model=model or "scripted")
+        # Scripted replies cost nothing unless a price file names their model (a dry run of a
+        # benchmark's cost accounting).
+        prices = PriceTable.from_file(settings.prices) if settings.prices else None
+        return ScriptedBackend.from_file(path, model=model or "scripted", prices=prices)
     raise LLMError(f"unknown LLM backend {spec!r}: use 'anthropic' or 'scripted:<path>'")

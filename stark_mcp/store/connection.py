@@ -41,8 +41,7 @@ async def connect(path: Path) -> aiosqlite.Connection:
     try:
         conn.row_factory = sqlite3.Row
         await conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
-        async with conn.execute("PRAGMA journal_mode = WAL") as cur:
-            row = await cur.fetchone()
+        row = await _enter_wal(conn)
         if row is None or str(row[0]).lower() != "wal":
             raise StoreError(f"cannot put {path} in WAL mode (journal_mode is {row[0] if row else None})")
         await conn.execute("PRAGMA synchronous = FULL")
@@ -54,6 +53,21 @@ async def connect(path: Path) -> aiosqlite.Connection:
         await conn.close()
         raise
     return conn
+
+
+async def _enter_wal(conn: aiosqlite.Connection) -> Any:
+    """``PRAGMA journal_mode = WAL``, waiting out another process that is converting the same fresh
+    file: SQLite answers that pragma "database is locked" at once, without its busy handler."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + BUSY_TIMEOUT_S
+    while True:
+        try:
+            async with conn.execute("PRAGMA journal_mode = WAL") as cur:
+                return await cur.fetchone()
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or loop.time() > deadline:
+                raise
+            await asyncio.sleep(0.02)
 
 
 async def run_write(conn: aiosqlite.Connection, lock: asyncio.Lock, work: Callable[[], Awaitable[T]]) -> T:

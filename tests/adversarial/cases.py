@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
-WITHIN_NOISE_SPEEDUP = 1.3
+WITHIN_NOISE_SPEEDUP = 1.5
 
 
 @dataclass(frozen=True)

@@ -53,6 +53,11 @@ class BenchRun:
 def cli_env(home: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "STARK_"))}
     env["STARK_HOME"] = str(home)
+    # Price the scripted model, so the cost columns are computed from real token counts.
+    prices = home.parent / "prices.json"
+    prices.write_text(json.dumps({"scripted": {"input": 3.0, "output": 15.0, "cache_read": 0.3,
+                                               "cache_write": 3.75}}))
+    env["STARK_PRICES"] = str(prices)
     env["COLUMNS"] = "200"  # one log line per event, unwrapped, in the captured stderr
     return env
 
