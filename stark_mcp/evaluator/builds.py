@@ -31,7 +31,7 @@ from stark_mcp.evaluator.integrity import Integrity, seal_directory, verified_di
 from stark_mcp.evaluator.logs import trim_compiler_log, trim_tail
 from stark_mcp.evaluator.probe import DeviceInfo
 from stark_mcp.evaluator.sandbox.env import scrub_env
-from stark_mcp.evaluator.sandbox.launch import Jail, JailSpec, Mount, inside_path
+from stark_mcp.evaluator.sandbox.launch import Jail, JailSpec, Mount, inside_path, reclaim_tree
 from stark_mcp.evaluator.sandbox.levels import IsolationInfo
 from stark_mcp.records import Status
 
@@ -118,7 +118,7 @@ class BuildCache:
         if not outcome.ok:
             shutil.rmtree(work, ignore_errors=True)
             return outcome
-        _own(work)
+        reclaim_tree(work)
         if not in_place:
             if final.exists():
                 shutil.rmtree(final, ignore_errors=True)
@@ -301,17 +301,6 @@ def _bad_request(why: str) -> BuildOutcome:
         message=f"the extension build request was rejected: {why}",
     )
 
-
-def _own(path: Path) -> None:
-    """Take the build back from the sandbox uid before it enters the cache."""
-    if os.geteuid() != 0:
-        return
-    for root, dirs, files in os.walk(path):
-        for name in [root, *(os.path.join(root, d) for d in dirs), *(os.path.join(root, f) for f in files)]:
-            try:
-                os.lchown(name, 0, 0)
-            except OSError:
-                pass
 
 
 def _read_log(path: Path, head: int = 16 << 10, tail: int = 48 << 10) -> str:

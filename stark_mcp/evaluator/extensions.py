@@ -43,7 +43,7 @@ from stark_mcp.evaluator.buildkit.request import (
 )
 from stark_mcp.evaluator.integrity import Integrity, seal_directory, verified_directory
 from stark_mcp.evaluator.logs import trim_compiler_log
-from stark_mcp.evaluator.sandbox.launch import Jail, JailSpec, Mount, inside_path
+from stark_mcp.evaluator.sandbox.launch import Jail, JailSpec, Mount, inside_path, reclaim_tree
 from stark_mcp.evaluator.sandbox.levels import IsolationInfo
 
 COMPILE_MAIN = str(Path(__file__).resolve().parent / "buildkit" / "compile_main.py")
@@ -258,7 +258,7 @@ class ExtensionCache:
         finally:
             await asyncio.to_thread(jail.close)
         try:
-            _own(out)
+            reclaim_tree(out)
             library = out / f"{request.name}{LIBRARY_SUFFIX}"
             ok = code == 0 and library.is_file() and not library.is_symlink()
             report = _read_json(out / KEEP[0])
@@ -335,17 +335,6 @@ def _prime_key(request: ExtensionRequest, toolchain: Toolchain) -> str:
     )
     return hashlib.sha256(blob.encode()).hexdigest()[:32]
 
-
-def _own(path: Path) -> None:
-    """Take a compile jail's output back from the sandbox uid."""
-    if os.geteuid() != 0 or not path.exists():
-        return
-    for root, dirs, files in os.walk(path):
-        for name in [root, *(os.path.join(root, d) for d in dirs), *(os.path.join(root, f) for f in files)]:
-            try:
-                os.lchown(name, 0, 0)
-            except OSError:
-                pass
 
 
 def _read_json(path: Path) -> dict[str, Any]:

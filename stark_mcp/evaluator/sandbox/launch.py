@@ -525,6 +525,19 @@ def _read_child_pid(fd: int, proc: subprocess.Popen[bytes], timeout: float = 10.
         return None
 
 
+def reclaim_tree(path: Path) -> None:
+    """Take files a jail wrote (as a sandbox uid) back to us before they enter a cache, so the
+    uid that made them cannot change them later."""
+    if os.geteuid() != 0 or not path.exists():
+        return
+    for root, dirs, files in os.walk(path):
+        for name in [root, *(os.path.join(root, d) for d in dirs), *(os.path.join(root, f) for f in files)]:
+            try:
+                os.lchown(name, 0, 0)
+            except OSError:
+                pass
+
+
 def unreadable_root(root: str, level: str, hidden: list[str]) -> str | None:
     """The folder that keeps a candidate's uid (root only: levels sandbox and uid run it as another
     user) from importing under ``root``, or None. Inside the sandbox, folders from a hidden
