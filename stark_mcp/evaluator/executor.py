@@ -52,6 +52,14 @@ class Executor(Protocol):
         progress: Progress | None = None,
     ) -> dict[str, TimingStats]: ...
 
+    async def baseline_shapes(
+        self,
+        problem: Problem,
+        device: str = "auto",
+        which: list[str] | tuple[str, ...] | None = None,
+        progress: Progress | None = None,
+    ) -> dict[str, dict[str, TimingStats]]: ...
+
     async def evaluate(
         self,
         problem: Problem,
@@ -60,6 +68,7 @@ class Executor(Protocol):
         settings: EvalSettings | None = None,
         progress: Progress | None = None,
         use_cache: bool = True,
+        wait_for_baselines: bool = True,
     ) -> Evaluation: ...
 
     async def profile(

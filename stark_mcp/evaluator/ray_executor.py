@@ -35,6 +35,7 @@ from stark_mcp.records import Evaluation, ProfileReport, TimingStats
 
 INSTALL_HINT = "pip install 'stark-mcp[ray]'"
 _BASELINES = TypeAdapter(dict[str, TimingStats])
+_BASELINE_SHAPES = TypeAdapter(dict[str, dict[str, TimingStats]])
 _ERRORS: dict[str, type[StarkError]] = {"ProblemError": ProblemError, "EvaluatorError": EvaluatorError}
 
 
@@ -112,7 +113,14 @@ class EvaluationActor:
             return _error_text(exc)
         return json.dumps({name: stats.model_dump(mode="json") for name, stats in found.items()})
 
-    async def evaluate(self, problem: str, source: str, settings: str | None, use_cache: bool) -> str:
+    async def evaluate(
+        self,
+        problem: str,
+        source: str,
+        settings: str | None,
+        use_cache: bool,
+        wait_for_baselines: bool = True,
+    ) -> str:
         try:
             evaluation = await self.evaluator.evaluate(
                 Problem.model_validate_json(problem),
@@ -120,10 +128,25 @@ class EvaluationActor:
                 device=self.device,
                 settings=EvalSettings.model_validate_json(settings) if settings else None,
                 use_cache=use_cache,
+                wait_for_baselines=wait_for_baselines,
             )
         except StarkError as exc:
             return _error_text(exc)
         return evaluation.model_dump_json()
+
+    async def baseline_shapes(self, problem: str, which: list[str] | None) -> str:
+        try:
+            found = await self.evaluator.baseline_shapes(
+                Problem.model_validate_json(problem), device=self.device, which=which
+            )
+        except StarkError as exc:
+            return _error_text(exc)
+        return json.dumps(
+            {
+                name: {label: st.model_dump(mode="json") for label, st in by.items()}
+                for name, by in found.items()
+            }
+        )
 
     async def profile(self, problem: str, source: str | None, settings: str | None) -> str:
         try:
@@ -144,12 +167,16 @@ class EvaluationActor:
 def build_on_node(cache_dir: str, source: str, info: dict[str, Any], timeout: float, policy: str) -> str:
     """A Ray CPU task: build ``source`` into this node's build cache, where its actors look for it."""
     from stark_mcp.evaluator.builds import BuildCache
+    from stark_mcp.evaluator.extensions import ExtensionCache
     from stark_mcp.evaluator.integrity import Integrity
     from stark_mcp.evaluator.probe import DeviceInfo
     from stark_mcp.evaluator.sandbox.levels import detect
 
     root = Path(cache_dir)
-    cache = BuildCache(root / "builds", Integrity(root))
+    integrity = Integrity(root)
+    cache = BuildCache(
+        root / "builds", integrity, ExtensionCache(root / "extensions", root / "toolchain", integrity)
+    )
     outcome = asyncio.run(
         cache.build(
             source, source_hash(source), DeviceInfo(**info), timeout, detect(SandboxPolicy.from_json(policy))
@@ -334,6 +361,26 @@ class RayExecutor:
         )
         _raise_error(_object(text))
 
+    async def baseline_shapes(
+        self,
+        problem: Problem,
+        device: str = "auto",
+        which: list[str] | tuple[str, ...] | None = None,
+        progress: Progress | None = None,
+    ) -> dict[str, dict[str, TimingStats]]:
+        await self.resolve_device(device)
+        names = None if which is None else list(which)
+        text = await self._pool_or_fail().run(
+            lambda a: self._call(a, "baseline_shapes", _problem_text(problem), names)
+        )
+        data = _object(text)
+        _raise_error(data)
+        try:
+            return _BASELINE_SHAPES.validate_python(data)
+        except ValidationError as exc:
+            message = exc.errors()[0]["msg"]
+            raise EvaluatorError(f"an evaluation actor sent invalid baselines: {message}") from None
+
     async def profile(
         self,
         problem: Problem,
@@ -387,6 +434,7 @@ class RayExecutor:
         settings: EvalSettings | None = None,
         progress: Progress | None = None,
         use_cache: bool = True,
+        wait_for_baselines: bool = True,
     ) -> Evaluation:
         await self.resolve_device(device)
         s = settings or self.settings
@@ -413,6 +461,7 @@ class RayExecutor:
                 source,
                 s.model_dump_json() if settings else None,
                 use_cache,
+                wait_for_baselines,
             ),
             prefer=None if node is None else (lambda slot: slot.handle.node == node),
         )

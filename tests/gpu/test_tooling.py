@@ -124,6 +124,8 @@ def _load_inline_keywords(path: Path) -> dict[str, ast.expr]:
 
 # Precision cheats written with torch alone: they need no extension to make their point.
 TORCH_ONLY = {"cand_matmul_tf32_sneaky.py", "cand_matmul_fp16.py"}
+# Triton candidates launch @triton.jit kernels and build no C++ extension.
+TRITON = {p.name for p in FIXTURES.glob("cand_*triton*.py")}
 
 
 @pytest.mark.parametrize("path", sorted(FIXTURES.glob("*.py")), ids=lambda p: p.name)
@@ -138,12 +140,16 @@ def test_fixture_files_define_what_the_evaluator_needs(path: Path) -> None:
     if path.name in TORCH_ONLY:
         assert "load_inline" not in path.read_text(encoding="utf-8")
         return
+    if path.name in TRITON:
+        text = path.read_text(encoding="utf-8")
+        assert "@triton.jit" in text and "load_inline" not in text
+        return
     assert {"name", "cpp_sources", "cuda_sources", "functions"} <= set(_load_inline_keywords(path))
 
 
 def test_extension_names_are_distinct_except_the_collision_pair() -> None:
     names = {p.name: ast.literal_eval(_load_inline_keywords(p)["name"])
-             for p in FIXTURES.glob("cand_*.py") if p.name not in TORCH_ONLY}
+             for p in FIXTURES.glob("cand_*.py") if p.name not in TORCH_ONLY | TRITON}
     pair = {k: v for k, v in names.items() if "collide" in k}
     others = [v for k, v in names.items() if "collide" not in k]
     assert len(pair) == 2 and set(pair.values()) == {"stark_fx_collide"}

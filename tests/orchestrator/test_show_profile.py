@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
-import anyio
 import pytest
 from typer.testing import CliRunner
 
@@ -46,7 +46,7 @@ async def _recorded_run(home: Path) -> str:
 def test_show_profile_prints_the_table(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     home = tmp_path / "home"
     monkeypatch.setenv("STARK_HOME", str(home))
-    run_id = anyio.run(_recorded_run, home)
+    run_id = asyncio.run(_recorded_run(home))
     runner = CliRunner()
     shown = runner.invoke(app, ["show", run_id, "--profile"])
     assert shown.exit_code == 0, shown.output

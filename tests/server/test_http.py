@@ -72,7 +72,7 @@ async def test_bearer_token_is_required_and_sufficient(
         assert wrong.status_code == 401
     async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {TOKEN}"}) as http:
         async with Client(streamable_http_client(url, http_client=http)) as client:
-            assert len((await client.list_tools()).tools) == 11
+            assert len((await client.list_tools()).tools) == 12
             assert ok(await client.call_tool("list_runs")) == {"runs": []}
     process.terminate()
     _, stderr = process.communicate(timeout=20)

@@ -102,7 +102,7 @@ def test_stdout_carries_only_protocol_messages(tmp_path: Path) -> None:
     assert all(json.loads(line)["jsonrpc"] == "2.0" for line in rest.splitlines() if line.strip())
     assert replies[1]["result"]["serverInfo"]["name"] == "stark-mcp"
     assert "create_run" in replies[1]["result"]["instructions"]
-    assert len(replies[2]["result"]["tools"]) == 11
+    assert len(replies[2]["result"]["tools"]) == 12
     assert replies[3]["result"]["structuredContent"] == {"runs": []}
     assert replies[4]["result"]["isError"] is True
     assert "r-nothere" in replies[4]["result"]["content"][0]["text"]
