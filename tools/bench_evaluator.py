@@ -286,9 +286,9 @@ async def run(results: dict[str, Any], rows: list[Row]) -> None:
                 f"overhead {e.trust.overhead_ms if e.trust else None} ms; wall {wall:.1f} s"
             )
         medians, walls, fixed = [], [], []
-        for _ in range(5):
+        for _ in range(5):  # the spread target is for kernels of 100 us and up: the large size
             t0 = time.monotonic()
-            e = await evaluate(ev, SIZES["medium"], settings)
+            e = await evaluate(ev, SIZES["large"], settings)
             walls.append(time.monotonic() - t0)
             medians.append(e.runtime.median_ms)
             work = e.phase_seconds.get("correctness", 0) + e.phase_seconds.get("timing", 0)
@@ -297,7 +297,7 @@ async def run(results: dict[str, Any], rows: list[Row]) -> None:
         results["spread"] = {"medians_ms": medians, "spread": apart}
         rows.append(
             (
-                "spread of 5 medians (medium)",
+                "spread of 5 medians (large)",
                 f"{apart:.2%}",
                 f"<= {SPREAD_TARGET:.0%}",
                 apart <= SPREAD_TARGET,
@@ -320,41 +320,13 @@ async def run(results: dict[str, Any], rows: list[Row]) -> None:
                 statistics.median(fixed) <= FIXED_TARGET_S,
             )
         )
+        results["reeval"]["phases"] = e.phase_seconds
         log(
             f"spread {apart:.2%}; re-evaluation walls {[round(w, 2) for w in walls]}, fixed "
-            f"{[round(f, 2) for f in fixed]}"
+            f"{[round(f, 2) for f in fixed]}; phases of the last {e.phase_seconds}"
         )
-        from stark_mcp.problems import problem_from_source
 
-        t0 = time.monotonic()
-        e = await ev.evaluate(
-            problem_from_source(LARGE_PROBLEM, name="softmax_4096x393216"),
-            LARGE_CANDIDATE,
-            device="cuda",
-            settings=settings,
-            use_cache=False,
-        )
-        wall = time.monotonic() - t0
-        results["large"] = {
-            "wall_s": wall,
-            "status": e.status.value,
-            "flags": e.flags,
-            "median_ms": e.runtime.median_ms if e.runtime else None,
-            "phases": e.phase_seconds,
-        }
-        rows.append(
-            (
-                "6.4 GB softmax: evaluation wall",
-                f"{wall:.1f} s ({e.status.value}, "
-                f"{e.runtime.median_ms if e.runtime else float('nan'):.2f} ms)",
-                f"< {LARGE_TARGET_S:g} s",
-                wall < LARGE_TARGET_S and e.passed,
-            )
-        )
-        log(
-            f"large: {e.status.value} {e.message[:200]} wall {wall:.1f}s phases {e.phase_seconds} "
-            f"flags {e.flags}"
-        )
+        await large_section(ev, settings, results, rows)
     jail_ms = jail_startup_ms()
     results["jail_start_ms"] = jail_ms
     rows.append(
@@ -385,6 +357,48 @@ async def run(results: dict[str, Any], rows: list[Row]) -> None:
             f"within {LEVELS_TARGET:.0%}",
             abs(ratio - 1) <= LEVELS_TARGET,
         )
+    )
+
+
+async def large_section(ev: Any, settings: Any, results: dict[str, Any], rows: list[Row]) -> None:
+    """The 6.4 GB softmax (KernelBench L1 23's size) through the same evaluator, after the others:
+    its worker must make room for it beside the problems it keeps warm."""
+    from stark_mcp.problems import problem_from_source
+
+    t0 = time.monotonic()
+    try:
+        e = await ev.evaluate(
+            problem_from_source(LARGE_PROBLEM, name="softmax_4096x393216"),
+            LARGE_CANDIDATE,
+            device="cuda",
+            settings=settings,
+            use_cache=False,
+        )
+    except Exception as exc:  # noqa: BLE001 - a failed section is a FAIL row, the rest still runs
+        log(f"large: {type(exc).__name__}: {str(exc)[:600]}")
+        rows.append(("6.4 GB softmax: evaluation wall", f"{type(exc).__name__}", "< 60 s", False))
+        results["large"] = {"error": str(exc)[:2000]}
+        return
+    wall = time.monotonic() - t0
+    results["large"] = {
+        "wall_s": wall,
+        "status": e.status.value,
+        "flags": e.flags,
+        "median_ms": e.runtime.median_ms if e.runtime else None,
+        "phases": e.phase_seconds,
+    }
+    rows.append(
+        (
+            "6.4 GB softmax: evaluation wall",
+            f"{wall:.1f} s ({e.status.value}, "
+            f"{e.runtime.median_ms if e.runtime else float('nan'):.2f} ms)",
+            f"< {LARGE_TARGET_S:g} s",
+            wall < LARGE_TARGET_S and e.passed,
+        )
+    )
+    log(
+        f"large: {e.status.value} {e.message[:200]} wall {wall:.1f}s phases {e.phase_seconds} "
+        f"flags {e.flags}"
     )
 
 

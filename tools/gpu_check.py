@@ -194,6 +194,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--skip-tests", action="store_true")
     parser.add_argument("--skip-bench", action="store_true")
     parser.add_argument("--tests-timeout", type=float, default=300.0, help="seconds for pytest tests/gpu")
+    parser.add_argument("--tests", nargs="+", default=["tests/gpu", "tests/adversarial/test_gpu_suite.py"],
+                        help="test paths (default: tests/gpu and the GPU adversarial suite)")
     parser.add_argument("--bench-timeout", type=float, default=210.0, help="seconds for bench_evaluator.py")
     parser.add_argument("--out", type=Path, default=None, help="folder for the report files (default: $OUT)")
     args = parser.parse_args(argv)
@@ -220,7 +222,7 @@ def main(argv: list[str] | None = None) -> int:
     if not args.skip_tests:
         junit = work / "gpu_tests.xml"
         junit.unlink(missing_ok=True)
-        argv_tests = [sys.executable, "-m", "pytest", "tests/gpu", "tests/adversarial/test_gpu_suite.py",
+        argv_tests = [sys.executable, "-m", "pytest", *args.tests,
                       "-m", "gpu", "-s", "-q",
                       "-p", "no:cacheprovider", f"--junitxml={junit}", "-o", "junit_family=xunit1"]
         out.step(f"(b) GPU tests: {' '.join(argv_tests[1:])} (timeout {args.tests_timeout:.0f}s)")

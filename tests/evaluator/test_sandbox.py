@@ -97,3 +97,27 @@ def test_a_root_the_candidates_uid_cannot_read_is_named(tmp_path) -> None:
     assert unreadable_root(str(root), "sandbox", []) is None
     root.chmod(0o700)
     assert unreadable_root(str(root), "sandbox", []) == str(root)
+
+
+def test_a_jail_of_its_own_uid_can_name_its_user() -> None:
+    # The torch profiler (own-kernel attribution) calls getpass.getuser(); a uid with no passwd entry
+    # made it raise KeyError inside the jail and every GPU evaluation lost its kernel list.
+    import subprocess
+    import sys
+
+    from stark_mcp.evaluator.sandbox.launch import Jail, JailSpec
+    from stark_mcp.evaluator.sandbox.levels import detect
+
+    info = detect()
+    if not (info.root and info.level in ("sandbox", "uid")):
+        pytest.skip("needs a uid of the jail's own (root, sandbox or uid level)")
+    script = "import getpass, os; print(os.getuid() != 0, getpass.getuser())"
+    spec = JailSpec(argv=[sys.executable, "-S", "-c", script], env={"PATH": os.environ.get("PATH", "")})
+    read, write = os.pipe()
+    with Jail.start(spec, stdout=write, stderr=subprocess.STDOUT) as jail:
+        os.close(write)
+        with os.fdopen(read) as out:
+            seen = out.read()
+        jail.wait(30)
+    own_uid, name = seen.split()
+    assert own_uid == "True" and name.startswith("stark"), seen

@@ -135,6 +135,25 @@ def _kill_uid(uid: int, rounds: int = 50) -> None:
         time.sleep(0.005)
 
 
+def process_cpu_ns(pid: int) -> int:
+    """CPU time of one process, its threads (live and ended) and its reaped children, in ns; 0 when it
+    is gone. The process clock is exact for a task on a core; the children's share is in ticks."""
+    try:
+        own = time.clock_gettime_ns(((~pid) << 3) | 2)  # the process's CPUCLOCK_SCHED clock id
+    except OSError:
+        return 0
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            fields = fh.read().rsplit(")", 1)[1].split()
+        children = (int(fields[13]) + int(fields[14])) * (1_000_000_000 // _TICKS)
+    except (OSError, ValueError, IndexError):
+        children = 0
+    return own + children
+
+
+_TICKS = os.sysconf("SC_CLK_TCK")
+
+
 def descendants(pid: int) -> list[int]:
     """Every live process under ``pid`` (through /proc/<pid>/task/*/children)."""
     out: list[int] = []
@@ -249,6 +268,10 @@ class Jail:
         env = dict(spec.env)
         env["HOME"] = self.scratch  # never the user's: tools read config (and secrets) from HOME
         env["TMPDIR"] = self.scratch
+        if self._uid is not None:
+            # A uid of our own has no passwd entry: getpass.getuser() (the torch profiler, Triton's
+            # cache) falls back to getpwuid() and raises KeyError unless the name is in the environment.
+            env["USER"] = env["LOGNAME"] = f"stark{self._uid.uid}"
         if info.cgroup and info.root:
             self.cgroup = CGroup.create(
                 info.cgroup, f"{spec.name}-{os.getpid()}-{time.monotonic_ns()}", pids_max=spec.max_processes
@@ -390,23 +413,15 @@ class Jail:
         return sorted(found)
 
     def cpu_ns(self) -> int:
-        """CPU time the kernel accounted to every process of the jail so far (ns)."""
-        if self.cgroup is not None:
-            value = self.cgroup.cpu_ns()
-            if value is not None:
-                return value
+        """CPU time the kernel accounted to every process of the jail so far (ns).
+
+        Read through each live process's CPU-time clock, which brings a running task's accounting up
+        to date (``/proc/<pid>/schedstat`` and cgroup counters lag a running task by up to a tick: a
+        call read while the runner was still on a core would be charged to the next one). Reaped
+        children count through their reaper's ``cutime``/``cstime`` (tick-granular)."""
         total = 0
         for pid in self.pids():
-            try:
-                tasks = os.listdir(f"/proc/{pid}/task")
-            except OSError:
-                continue
-            for tid in tasks:
-                try:
-                    with open(f"/proc/{pid}/task/{tid}/schedstat") as fh:
-                        total += int(fh.read().split()[0])
-                except (OSError, ValueError, IndexError):
-                    continue
+            total += process_cpu_ns(pid)
         return total
 
     def freeze(self) -> bool:

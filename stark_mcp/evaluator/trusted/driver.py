@@ -107,6 +107,7 @@ class Driver:
         self.outputs, self.outputs_fd = Region.create(out_bytes, problem.device)
         self.next_slot = 0
         self.input_seconds = 0.0  # generating fresh inputs for this runner's calls
+        self._last: Call | None = None
 
     def regions(self) -> dict[str, tuple[Region, int]]:
         return {"inputs": (self.inputs, self.inputs_fd), "outputs": (self.outputs, self.outputs_fd)}
@@ -127,9 +128,14 @@ class Driver:
         return [self.outputs.view(leaf) for leaf in self.output_leaves[shape]]
 
     def call(self, shape: int, timeout: float) -> Made:
-        """One call on fresh inputs; RunnerDied, RunnerTimeout and ControlError propagate."""
+        """One call on fresh inputs; RunnerDied, RunnerTimeout and ControlError propagate.
+
+        The previous call's pristine inputs are let go first (its judging is over by then): with
+        inputs of gigabytes, two calls' worth held at once is what ran an 80 GB GPU out of memory."""
+        self.release_last()
         started = time.monotonic()
         call = self.problem.new_call(shape)
+        self._last = call
         self.input_seconds += time.monotonic() - started
         slot = self.next_slot
         self.next_slot = (self.next_slot + 1) % self.slots
@@ -143,9 +149,17 @@ class Driver:
         outcome = self.runner.call(shape, slot, call.args, before, timeout, self.bracket_after_inputs)
         return Made(outcome, call, slot)
 
+    def release_last(self) -> None:
+        """Let go of the last call's pristine inputs (once it has been judged, or is never judged)."""
+        if self._last is not None:
+            self._last.tensors = []
+            self._last.inputs = []
+            self._last = None
+
     def profile(self, shape: int, timeout: float, meta: bool = False) -> Any:
         """One untimed, unchecked forward under the runner's profiler: its kernel list (or None), or
         with ``meta`` its whole answer (launch shapes too)."""
+        self.release_last()
         call = self.problem.new_call(shape)
         slot = self.next_slot
 

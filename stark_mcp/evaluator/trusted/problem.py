@@ -29,6 +29,15 @@ class ProblemFailure(Exception):
         self.step, self.message, self.tb = step, message, tb
 
 
+class ResourceExhausted(Exception):
+    """The device ran out of memory while the problem's code ran here: the machine's state (other
+    problems kept warm, another process) is to blame until the problem fails alone."""
+
+
+def _out_of_memory(exc: BaseException) -> bool:
+    return isinstance(exc, (torch.OutOfMemoryError, MemoryError))
+
+
 def fresh_seed() -> int:
     return secrets.randbits(62)
 
@@ -108,6 +117,7 @@ class LoadedProblem:
         self.init: dict[str, Any] = {}
         self.shapes: list[ShapeSpec] = []
         self.planned_input_bytes = 0
+        self.need_bytes = 0  # device memory this problem's evaluations need (the worker's size check)
         self.on_sizes: Any = None  # called once the inputs' size is known, before they exist
 
     # -- loading -------------------------------------------------------------------------------------
@@ -133,6 +143,8 @@ class LoadedProblem:
         except ProblemFailure:
             raise
         except BaseException as exc:  # noqa: BLE001 - any failure of the problem's code
+            if _out_of_memory(exc):
+                raise ResourceExhausted(f"{step}: {_describe(exc)}") from None
             raise ProblemFailure(step, _describe(exc), traceback.format_exc()) from None
 
     def _build_model(self) -> None:
@@ -223,6 +235,8 @@ class LoadedProblem:
             inputs = self._generate(spec.kwargs, fresh_seed())
         except BaseException as exc:  # noqa: BLE001
             where = f"get_inputs({spec.label if spec.kwargs else ''})"
+            if _out_of_memory(exc):
+                raise ResourceExhausted(f"{where}: {_describe(exc)}") from None
             raise ProblemFailure(where, _describe(exc), traceback.format_exc()) from None
         tree, tensors, args = _input_tree(inputs)
         if tree != spec.tree:
@@ -237,6 +251,8 @@ class LoadedProblem:
             with torch.no_grad():
                 native = self.model(*call.inputs)
         except BaseException as exc:  # noqa: BLE001
+            if _out_of_memory(exc):
+                raise ResourceExhausted(f"Model.forward: {_describe(exc)}") from None
             raise ProblemFailure("Model.forward", _describe(exc), traceback.format_exc()) from None
         ref64 = None
         if self.model64 is not None:

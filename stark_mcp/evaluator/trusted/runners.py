@@ -320,6 +320,9 @@ class RunnerHandle:
     def thaw(self) -> None:
         if self.jail is not None:
             self.jail.thaw()
+        # Waking a frozen jail costs its processes CPU time (each sleeping one returns to its sleep):
+        # work of ours, not the candidate's, so the next call is charged from its GO only.
+        self._cpu_mark = None
 
     def close(self) -> None:
         if self.jail is not None:

@@ -29,7 +29,7 @@ from stark_mcp.evaluator.common import frames
 from stark_mcp.evaluator.common.control import ControlError
 from stark_mcp.evaluator.trusted import compare, timing
 from stark_mcp.evaluator.trusted.driver import DeviceTools, Driver, Made
-from stark_mcp.evaluator.trusted.problem import LoadedProblem, ProblemFailure
+from stark_mcp.evaluator.trusted.problem import LoadedProblem, ProblemFailure, ResourceExhausted
 from stark_mcp.evaluator.trusted.runners import RunnerDied, RunnerHandle, RunnerTimeout
 
 CANDIDATE_STATUSES = {"build_error", "load_error", "runtime_error", "rejected"}
@@ -228,7 +228,15 @@ class Session:
             raise
 
     def _judge(self, made: Made, checked: bool, phase: str) -> None:
-        """Validate a call's answer; with ``checked``, compare its outputs with the reference."""
+        """Validate a call's answer; with ``checked``, compare its outputs with the reference. Its
+        pristine inputs are let go as soon as it is judged (gigabytes, for large problems)."""
+        assert self.driver is not None
+        try:
+            self._judge_call(made, checked, phase)
+        finally:
+            self.driver.release_last()
+
+    def _judge_call(self, made: Made, checked: bool, phase: str) -> None:
         assert self.driver is not None
         self.calls += 1
         meta = made.outcome.meta
@@ -289,7 +297,7 @@ class Session:
         """The trusted reference for a call; a failure while the candidate runs is re-tried alone."""
         try:
             return self.problem.reference(made.call)
-        except (ProblemFailure, torch.OutOfMemoryError) as first:
+        except (ProblemFailure, ResourceExhausted) as first:
             assert self.driver is not None
             self.driver.runner.close()
             if self.problem.device.startswith("cuda"):
@@ -416,13 +424,19 @@ class Session:
                     raise InfraError(f"the baseline runner failed: {made.outcome.meta}")
                 samples.add(made.outcome.reported_ns, made.outcome.bracket_ns)
         finally:
+            self.baseline.release_last()
             if runner.alive():
                 runner.thaw()
 
     def _figure(self, shape: int, cand: timing.Samples, base: timing.Samples) -> dict[str, Any]:
         s = self.s
-        overhead = timing.overhead_ms(base)
-        fig = timing.bounded(cand, overhead, float(s["abs_slack_ms"]), float(s["rel_slack"]))
+        fig = timing.bounded(
+            cand,
+            timing.overhead(base),
+            float(s["abs_slack_ms"]),
+            float(s["rel_slack"]),
+            float(s["forged_gap_ms"]),
+        )
         label = self.problem.shapes[shape].label
         self.findings += [f"{label}: {f}" if len(self.problem.shapes) > 1 else f for f in fig.findings]
         if fig.forged:

@@ -1,23 +1,35 @@
 """Turning per-call measurements into the figure of record (pure; standard library only).
 
-Each timed call gives two numbers: the time the runner reported (CUDA events or a perf counter in
-its own process: precise, but the candidate can rewrite it) and the bracket our worker measured
-around the call (trustworthy, but it includes a fixed overhead: the handshake, the input write, the
-L2 flush, the fence). The overhead is calibrated on the baseline runner, whose process runs only the
-problem's code and the same harness, in the same window: ``overhead = median(bracket - reported)``.
+Each timed call gives two numbers: the time the runner reported (CUDA events or a CPU clock in its
+own process: precise, but the candidate can rewrite it) and the bracket our worker measured around
+the call (trustworthy, but it includes the harness's own share: the handshake, the publish, the
+fence). That share is calibrated on the baseline runner, whose process runs only the problem's code
+and the same harness, in the same window: ``overhead = median(bracket - reported)`` over its calls.
 
-For the candidate, ``external = bracket - overhead`` bounds what it can claim: its reported median
-is used when it is no lower than the external median minus a slack (noise of the bracket), and the
-external figures are used otherwise, with a finding. A reported median far below the bound is
-forgery, not noise, and rejects the candidate.
+For the candidate, ``external = bracket - overhead`` is what the trusted clock saw. Its reported
+median is used only when it is no lower than the external median minus a slack; otherwise the
+external figure replaces it, with a finding. A reported median far below the bound is forgery, not
+noise, and rejects the candidate.
+
+The slack is what a shaved report can gain, so it is as small as the measurement allows, and it is
+computed from trusted numbers only (the candidate could otherwise widen it by reporting noise):
+a floor, a share of the external figure, and the statistical error of the two medians that the
+comparison rests on, estimated from the spread of the baseline's per-call overhead.
 """
 
 from __future__ import annotations
 
+import math
 import statistics
 from dataclasses import dataclass, field
 
-FORGED_RATIO = 0.6  # reported below this share of the external figure (and past 2 slacks) is forged
+# Reported below this share of the external figure (and past the slack) is forged. Not higher: a
+# candidate that slows its own harness (hundreds of forked children make every page fault of its
+# process dearer) is charged for it, but has not lied about its forward.
+FORGED_RATIO = 0.4
+Z = 4.0  # standard errors of the overhead estimate that a report may fall below the external figure
+MEDIAN_SE = math.sqrt(math.pi / 2)  # standard error of a median = this x sigma / sqrt(n), for normal noise
+MAD_SIGMA = 1.4826  # sigma = this x the median absolute deviation, for normal noise
 
 
 @dataclass
@@ -30,6 +42,15 @@ class Samples:
         self.bracket_ms.append(bracket_ns / 1e6)
 
 
+@dataclass(frozen=True)
+class Overhead:
+    """The harness's share of a bracket, as the baseline's calls measured it."""
+
+    median_ms: float
+    sigma_ms: float  # per-call spread (robust), the noise of one bracket's overhead
+    calls: int
+
+
 @dataclass
 class Figure:
     samples_ms: list[float]
@@ -39,36 +60,56 @@ class Figure:
     source: str  # "reported" (within the bound) or "external" (the bound replaced it)
     findings: list[str]
     forged: bool = False
+    slack_ms: float | None = None
 
 
-def overhead_ms(baseline: Samples) -> float | None:
+def overhead(baseline: Samples) -> Overhead | None:
     pairs = [b - r for r, b in zip(baseline.reported_ms, baseline.bracket_ms, strict=True)]
-    return statistics.median(pairs) if pairs else None
+    if not pairs:
+        return None
+    middle = statistics.median(pairs)
+    mad = statistics.median(abs(p - middle) for p in pairs)
+    return Overhead(middle, MAD_SIGMA * mad, len(pairs))
 
 
-def slack_ms(external: float, abs_slack_ms: float, rel_slack: float) -> float:
-    return max(abs_slack_ms, rel_slack * external)
+def slack_ms(external: float, over: Overhead, calls: int, abs_slack_ms: float, rel_slack: float) -> float:
+    """How far below the trusted figure an honest report may land: the larger of a floor, a share of
+    the figure, and ``Z`` standard errors of (candidate median - baseline overhead median)."""
+    noise = Z * MEDIAN_SE * over.sigma_ms * math.sqrt(1 / over.calls + 1 / max(calls, 1))
+    return max(abs_slack_ms, rel_slack * external, noise)
 
 
-def bounded(candidate: Samples, overhead: float | None, abs_slack_ms: float, rel_slack: float) -> Figure:
+def bounded(
+    candidate: Samples,
+    over: Overhead | None,
+    abs_slack_ms: float,
+    rel_slack: float,
+    forged_gap_ms: float = 0.0,
+) -> Figure:
+    """The figure of record. ``forged_gap_ms``: how far below the trusted figure a report must also
+    land to be called forgery (the harness's honest differences, which the GPU has more of)."""
     reported = statistics.median(candidate.reported_ms) if candidate.reported_ms else None
-    if overhead is None or not candidate.bracket_ms or reported is None:
+    if over is None or not candidate.bracket_ms or reported is None:
         return Figure(
             list(candidate.reported_ms),
             reported,
             None,
-            overhead,
+            over.median_ms if over is not None else None,
             "reported",
             ["no trusted bound: the baseline was not timed beside the candidate"],
         )
-    external_samples = [max(b - overhead, 0.0) for b in candidate.bracket_ms]
+    external_samples = [max(b - over.median_ms, 0.0) for b in candidate.bracket_ms]
     external = statistics.median(external_samples)
-    slack = slack_ms(external, abs_slack_ms, rel_slack)
+    slack = slack_ms(external, over, len(external_samples), abs_slack_ms, rel_slack)
     if reported >= external - slack:
-        return Figure(list(candidate.reported_ms), reported, external, overhead, "reported", [])
+        return Figure(
+            list(candidate.reported_ms), reported, external, over.median_ms, "reported", [], False, slack
+        )
     finding = (
         f"timing_mismatch: the candidate's process reported {reported:.4g} ms per call, the trusted clock "
         f"saw {external:.4g} ms (slack {slack:.3g} ms); the trusted figure is used"
     )
-    forged = reported < FORGED_RATIO * external and external - reported > 2 * slack
-    return Figure(external_samples, reported, external, overhead, "external", [finding], forged)
+    # Past the slack the report has lost the benefit of the doubt: the figure is the trusted clock's
+    # alone. So a report can gain at most the slack (by landing just inside it), never more.
+    forged = reported < FORGED_RATIO * external and external - reported > forged_gap_ms
+    return Figure(external_samples, reported, external, over.median_ms, "external", [finding], forged, slack)

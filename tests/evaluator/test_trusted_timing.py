@@ -1,0 +1,114 @@
+"""The figure of record: what a candidate's report can and cannot gain over the trusted clock."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from stark_mcp.evaluator.trusted import timing
+
+OVERHEAD_MS = 0.12
+
+
+def _baseline(rng: random.Random, true_ms: float, noise_ms: float, n: int = 100) -> timing.Samples:
+    s = timing.Samples()
+    for _ in range(n):
+        t = true_ms + rng.gauss(0, noise_ms)
+        s.add(int(t * 1e6), int((t + OVERHEAD_MS + rng.gauss(0, noise_ms)) * 1e6))
+    return s
+
+
+def _candidate(rng: random.Random, true_ms: float, report, noise_ms: float, n: int = 50) -> timing.Samples:
+    s = timing.Samples()
+    for i in range(n):
+        t = true_ms + rng.gauss(0, noise_ms)
+        s.add(int(report(t, i) * 1e6), int((t + OVERHEAD_MS + rng.gauss(0, noise_ms)) * 1e6))
+    return s
+
+
+def _figure(cand: timing.Samples, base: timing.Samples, abs_ms=0.002, rel=0.03, gap=0.0) -> timing.Figure:
+    return timing.bounded(cand, timing.overhead(base), abs_ms, rel, gap)
+
+
+def _median(xs: list[float]) -> float:
+    return sorted(xs)[len(xs) // 2]
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_an_honest_report_is_the_figure(seed: int) -> None:
+    rng = random.Random(seed)
+    base = _baseline(rng, 0.2, 0.002)
+    fig = _figure(_candidate(rng, 0.1, lambda t, i: t, 0.002), base)
+    assert fig.source == "reported" and not fig.findings and not fig.forged
+    assert fig.reported_ms == pytest.approx(0.1, rel=0.03)
+
+
+@pytest.mark.parametrize("shave", [0.95, 0.85, 0.7, 0.5, 0.25, 0.1])
+def test_a_shaved_report_gains_at_most_the_slack(shave: float) -> None:
+    # Whatever fraction of its true time a candidate reports, its figure of record is never more than
+    # the slack below the trusted clock's, and the slack is a few percent here, not tens of microseconds.
+    rng = random.Random(7)
+    base = _baseline(rng, 0.2, 0.002)
+    fig = _figure(_candidate(rng, 0.06, lambda t, i: t * shave, 0.002), base)
+    figure_ms = _median(fig.samples_ms)
+    assert fig.slack_ms is not None and fig.slack_ms <= 0.05 * fig.external_ms
+    assert figure_ms >= fig.external_ms - fig.slack_ms - 1e-9
+    assert figure_ms >= 0.06 * 0.94
+    if shave <= 0.25:
+        assert fig.forged
+
+
+def test_reporting_noise_cannot_widen_the_slack() -> None:
+    # A liar that scatters its reports (to look noisy) is judged with the same slack as one that
+    # does not: the slack comes from the baseline's spread and the trusted brackets only.
+    rng = random.Random(3)
+    base = _baseline(rng, 0.2, 0.002)
+    calm = _figure(_candidate(random.Random(1), 0.1, lambda t, i: 0.8 * t, 0.002), base)
+    noisy = _figure(
+        _candidate(random.Random(1), 0.1, lambda t, i: 0.8 * t * (0.05 if i % 2 else 1.6), 0.002), base
+    )
+    assert noisy.slack_ms == pytest.approx(calm.slack_ms, rel=0.05)
+    assert noisy.source == "external"
+    assert _median(noisy.samples_ms) >= 0.1 * 0.94
+
+
+def test_a_noisy_harness_widens_the_slack_by_its_measured_noise() -> None:
+    rng = random.Random(5)
+    quiet = timing.overhead(_baseline(rng, 0.2, 0.001))
+    loud = timing.overhead(_baseline(rng, 0.2, 0.02))
+    assert quiet is not None and loud is not None and loud.sigma_ms > 5 * quiet.sigma_ms
+    assert timing.slack_ms(1.0, loud, 50, 0.002, 0.001) > 5 * timing.slack_ms(1.0, quiet, 50, 0.002, 0.001)
+
+
+def test_no_baseline_beside_it_means_no_bound_and_says_so() -> None:
+    fig = timing.bounded(_candidate(random.Random(0), 0.1, lambda t, i: t, 0.001), None, 0.002, 0.03)
+    assert fig.source == "reported" and fig.external_ms is None
+    assert "no trusted bound" in fig.findings[0]
+
+
+@pytest.mark.parametrize("cuda,true_ms", [(True, 0.4), (False, 0.4)])
+def test_with_the_worker_defaults_shaved_reports_gain_little(cuda: bool, true_ms: float) -> None:
+    from stark_mcp.evaluator.trusted.worker import _session_settings
+
+    s = _session_settings({}, cuda)
+    base = _baseline(random.Random(11), 0.2, 0.002)
+    slack = (s["abs_slack_ms"], s["rel_slack"], s["forged_gap_ms"])
+    halved = _figure(_candidate(random.Random(12), true_ms, lambda t, i: t / 2, 0.002), base, *slack)
+    assert halved.source == "external" and not halved.forged
+    assert _median(halved.samples_ms) == pytest.approx(halved.external_ms, rel=0.02)
+    assert _median(halved.samples_ms) >= true_ms * (0.95 if cuda else 0.8)
+    quartered = _figure(_candidate(random.Random(12), true_ms, lambda t, i: t / 4, 0.002), base, *slack)
+    assert quartered.forged
+
+
+def test_a_gap_smaller_than_the_forgery_floor_is_not_called_forgery() -> None:
+    # Honest harness differences (GPU) can be a tenth of a millisecond: such a gap uses the trusted
+    # figure, flagged, but does not reject the candidate.
+    rng = random.Random(4)
+    base = _baseline(rng, 0.2, 0.002)
+    cand = _candidate(rng, 0.2, lambda t, i: t / 3, 0.002)
+    assert _figure(cand, base, 0.04, 0.05, 0.0).forged
+    lenient = _figure(cand, base, 0.04, 0.05, 0.25)
+    assert not lenient.forged and lenient.source == "external"
+    assert _median(lenient.samples_ms) == pytest.approx(0.2, rel=0.05)
