@@ -402,6 +402,14 @@ async def large_section(ev: Any, settings: Any, results: dict[str, Any], rows: l
     )
 
 
+async def large_only(results: dict[str, Any], rows: list[Row]) -> None:
+    from stark_mcp.evaluator import EvalSettings, Evaluator
+
+    settings = EvalSettings(baselines=("eager",), max_time_s=1.0, profile=False)
+    async with Evaluator(Path(tempfile.mkdtemp(prefix="stark-bench-large-")), settings) as ev:
+        await large_section(ev, settings, results, rows)
+
+
 async def pipeline(results: dict[str, Any], rows: list[Row], plain_runs: int) -> None:
     """Section 5: 8 candidates through the evaluator at once vs one-at-a-time plain evaluations."""
     import subprocess
@@ -508,6 +516,7 @@ def main() -> int:
     parser.add_argument("--dry-run", action="store_true", help="no GPU: jail start-up only")
     parser.add_argument("--pipeline", action="store_true", help="only section 5 (the pipeline)")
     parser.add_argument("--plain-runs", type=int, default=PIPELINE_COUNT, help="plain runs measured (1-8)")
+    parser.add_argument("--large-only", action="store_true", help="only the 6.4 GB softmax (section 1's last)")
     args = parser.parse_args()
     results: dict[str, Any] = {}
     rows: list[Row] = []
@@ -518,6 +527,8 @@ def main() -> int:
         rows.append(("jail start-up (median of 5)", f"{statistics.median(ms):.1f} ms", "< 50 ms", None))
     elif args.pipeline:
         asyncio.run(pipeline(results, rows, max(1, min(args.plain_runs, PIPELINE_COUNT))))
+    elif args.large_only:
+        asyncio.run(large_only(results, rows))
     else:
         asyncio.run(run(results, rows))
     table = markdown_table(rows)

@@ -46,6 +46,9 @@ class EvalSettings(BaseModel):
     tolerance_floor: float = Field(1e-5, ge=0)
     fallback_tolerance: float = Field(1e-4, gt=0)
     min_own_kernel_share: float = Field(0.5, ge=0, le=1)
+    compare_in_place_bytes: int = Field(
+        1 << 30, ge=0, description="outputs this large are compared in place (runner frozen), not copied"
+    )
     implausible_speedup: float = Field(10.0, gt=1)
     profile: bool = Field(
         True,

@@ -250,10 +250,26 @@ class WorkerClient:
                     await on_progress(frame)
                 continue
             if kind == "infra_error":
-                raise WorkerCrashed(str(frame.get("message", "infrastructure error")))
+                where = _last_frame(str(frame.get("traceback", "")))
+                message = str(frame.get("message", "infrastructure error"))[:1500]
+                raise WorkerCrashed(f"{message} (at {where})" if where else message)
             if kind in expect:
                 return frame
             raise WorkerCrashed(f"unexpected answer from the worker: {str(frame)[:300]}")
+
+
+def _last_frame(tb: str) -> str:
+    """``file:line in function`` of a traceback's innermost frame: where the worker failed."""
+    frames = [line.strip() for line in tb.splitlines() if line.strip().startswith('File "')]
+    if not frames:
+        return ""
+    last = frames[-1]
+    try:
+        path = last.split('"')[1]
+        rest = last.split('"', 2)[2]
+    except IndexError:
+        return last[:200]
+    return f"{'/'.join(path.split('/')[-3:])}{rest.replace(', line ', ':').replace(', in ', ' in ')}"[:200]
 
 
 def problem_frame(

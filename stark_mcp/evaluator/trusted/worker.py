@@ -453,6 +453,8 @@ class Worker:
             self.send({"kind": "infra_error", "id": eval_id, "message": str(exc)})
         except ResourceExhausted as exc:
             self._exhausted(exc, eval_id)
+        except torch.OutOfMemoryError as exc:  # our own copies, comparisons: the machine, not a verdict
+            self._exhausted(ResourceExhausted(str(exc).split(". ")[0][:300]), eval_id)
         finally:
             spare.discard()
             self._memory_settled()
