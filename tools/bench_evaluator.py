@@ -516,7 +516,7 @@ def main() -> int:
     parser.add_argument("--dry-run", action="store_true", help="no GPU: jail start-up only")
     parser.add_argument("--pipeline", action="store_true", help="only section 5 (the pipeline)")
     parser.add_argument("--plain-runs", type=int, default=PIPELINE_COUNT, help="plain runs measured (1-8)")
-X
+    parser.add_argument("--large-only", action="store_true", help="only the 6.4 GB softmax")
     args = parser.parse_args()
     results: dict[str, Any] = {}
     rows: list[Row] = []
