@@ -338,12 +338,13 @@ class Worker:
             if state.baseline is not None:
                 state.baseline.close()
                 state.baseline = None
+        held = _large_tensors()
         self._memory_settled()
         free = self._free_bytes() / (1 << 30)
         frame = {
             "kind": "infra_error",
             "message": f"out of memory in the trusted worker ({exc}); {free:.1f} GiB free after letting go "
-            "of the problems it kept warm",
+            f"of the problems it kept warm; it held {held or 'no tensor of 1 GiB or more'}",
         }
         if eval_id is not None:
             frame["id"] = eval_id
@@ -644,6 +645,20 @@ class Worker:
             spare.discard()
         if self.info.cgroup:
             remove_own(self.info.cgroup)
+
+
+def _large_tensors(limit: int = 1 << 30) -> str:
+    """The tensors of ``limit`` bytes or more this process holds, with what holds them: the one line
+    that tells a user (and us) where a worker's memory went when it ran out."""
+    import gc
+
+    found = []
+    for obj in gc.get_objects():
+        if type(obj) is torch.Tensor and obj.untyped_storage().nbytes() >= limit:
+            holders = sorted({type(r).__name__ for r in gc.get_referrers(obj)} - {"list", "frame"})
+            where = ", ".join(holders) or "a list"
+            found.append(f"{list(obj.shape)} {obj.dtype} on {obj.device} (in {where})")
+    return "; ".join(found[:12])
 
 
 def _spin(cuda: bool) -> float:
