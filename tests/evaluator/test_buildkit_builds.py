@@ -217,6 +217,8 @@ def test_shared_pch_is_made_once_used_by_gcc_and_ignored_when_flags_differ(tmp_p
     ]
     made = pch.ensure_pch(str(tmp_path / "pch"), ["c++"], flags, "bk/big.h", [str(tmp_path / "inc")], "test")
     assert made.built_seconds is not None and made.path and os.path.getsize(made.path) > 0
+    # Compile jails run as a uid of their own: a header only its maker can read is silently skipped.
+    assert os.stat(made.path).st_mode & 0o044 == 0o044
     again = pch.ensure_pch(
         str(tmp_path / "pch"),
         ["c++"],

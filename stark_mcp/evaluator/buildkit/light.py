@@ -126,6 +126,7 @@ def _make_profile(
     fd, tmp_path = tempfile.mkstemp(dir=profile_dir, suffix=".json")
     with os.fdopen(fd, "w") as fh:
         json.dump(data, fh)
+    os.chmod(tmp_path, 0o644)  # mkstemp's 0600 hid it from compile jails of another uid
     os.replace(tmp_path, path)
 
 

@@ -173,6 +173,7 @@ def _make(
     if done.returncode != 0:
         os.unlink(tmp)
         return PchResult([], reason=f"making the PCH failed: {shlex.join(cmd)[:200]}: {done.stderr[-500:]}")
+    os.chmod(tmp, 0o644)  # compile jails run as another uid: a 0600 header was silently not used
     os.replace(tmp, gch)
     with open(os.path.join(directory, "command.txt"), "w") as fh:
         fh.write(shlex.join(cmd) + "\n")
