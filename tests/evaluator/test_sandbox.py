@@ -58,10 +58,9 @@ async def test_candidate_process_sees_no_secrets_and_a_private_cwd(evaluator, mo
 
 
 def test_an_import_root_is_readable_inside_the_sandbox_and_hidden_folders_in_it_stay_hidden(tmp_path) -> None:
-    import subprocess
     import sys
 
-    from stark_mcp.evaluator.sandbox.launch import Jail, JailSpec
+    from stark_mcp.evaluator.sandbox.launch import JailSpec
     from stark_mcp.evaluator.sandbox.levels import detect
 
     if detect().level != "sandbox":
@@ -77,12 +76,7 @@ def test_an_import_root_is_readable_inside_the_sandbox_and_hidden_folders_in_it_
               f"print(mod.X + 1, sorted(os.listdir({str(data)!r})))")
     spec = JailSpec(argv=[sys.executable, "-S", "-c", script], env={"PATH": os.environ.get("PATH", "")},
                     hidden=[str(data)], visible=[str(root)])
-    read, write = os.pipe()
-    with Jail.start(spec, stdout=write, stderr=subprocess.STDOUT) as jail:
-        os.close(write)
-        with os.fdopen(read) as out:
-            seen = out.read()
-        jail.wait(30)
+    seen = _output_of(spec)
     assert seen.strip() == "42 []", seen
 
 
@@ -102,10 +96,9 @@ def test_a_root_the_candidates_uid_cannot_read_is_named(tmp_path) -> None:
 def test_a_jail_of_its_own_uid_can_name_its_user() -> None:
     # The torch profiler (own-kernel attribution) calls getpass.getuser(); a uid with no passwd entry
     # made it raise KeyError inside the jail and every GPU evaluation lost its kernel list.
-    import subprocess
     import sys
 
-    from stark_mcp.evaluator.sandbox.launch import Jail, JailSpec
+    from stark_mcp.evaluator.sandbox.launch import JailSpec
     from stark_mcp.evaluator.sandbox.levels import detect
 
     info = detect()
@@ -113,11 +106,21 @@ def test_a_jail_of_its_own_uid_can_name_its_user() -> None:
         pytest.skip("needs a uid of the jail's own (root, sandbox or uid level)")
     script = "import getpass, os; print(os.getuid() != 0, getpass.getuser())"
     spec = JailSpec(argv=[sys.executable, "-S", "-c", script], env={"PATH": os.environ.get("PATH", "")})
+    seen = _output_of(spec)
+    own_uid, name = seen.split()
+    assert own_uid == "True" and name.startswith("stark"), seen
+
+
+def _output_of(spec) -> str:
+    """Run a jail to its end and return what it printed."""
+    import subprocess
+
+    from stark_mcp.evaluator.sandbox.launch import Jail
+
     read, write = os.pipe()
     with Jail.start(spec, stdout=write, stderr=subprocess.STDOUT) as jail:
         os.close(write)
         with os.fdopen(read) as out:
             seen = out.read()
         jail.wait(30)
-    own_uid, name = seen.split()
-    assert own_uid == "True" and name.startswith("stark"), seen
+    return seen

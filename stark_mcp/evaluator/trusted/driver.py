@@ -86,9 +86,7 @@ COLLECT_BYTES = 256 << 20  # a call with inputs this large frees its cyclic garb
 COLLECT_HEADROOM = 6  # "short": less free than this many times a call's inputs
 
 
-def _free_bytes(device: str) -> int:
-    if device.startswith("cuda"):
-        return int(torch.cuda.mem_get_info(device)[0])
+def host_available_bytes() -> int:
     try:
         with open("/proc/meminfo") as fh:
             for line in fh:
@@ -97,6 +95,13 @@ def _free_bytes(device: str) -> int:
     except (OSError, ValueError):
         pass
     return 0
+
+
+def free_bytes(device: str) -> int:
+    """Memory free on ``device`` now: the GPU's, or the host's available memory."""
+    if device.startswith("cuda"):
+        return int(torch.cuda.mem_get_info(device)[0])
+    return host_available_bytes()
 
 
 @dataclass
@@ -174,7 +179,7 @@ class Driver:
             self._last.tensors = []
             self._last.inputs = []
             self._last = None
-            if size >= COLLECT_BYTES and _free_bytes(self.problem.device) < COLLECT_HEADROOM * size:
+            if size >= COLLECT_BYTES and free_bytes(self.problem.device) < COLLECT_HEADROOM * size:
                 # A call's references (closures, the reference run's frames) can sit in reference
                 # cycles that the collector, counting Python objects rather than bytes, would reach
                 # only much later: with 6 GB inputs that was seven dead copies and an OOM on 80 GB.

@@ -37,7 +37,7 @@ from stark_mcp.evaluator.sandbox.env import scrub_env
 from stark_mcp.evaluator.sandbox.launch import JailSpec, Mount, inside_path
 from stark_mcp.evaluator.sandbox.levels import IsolationInfo, SandboxPolicy, detect
 from stark_mcp.evaluator.trusted import profiling, timing
-from stark_mcp.evaluator.trusted.driver import DeviceTools, Driver
+from stark_mcp.evaluator.trusted.driver import DeviceTools, Driver, free_bytes, host_available_bytes
 from stark_mcp.evaluator.trusted.problem import LoadedProblem, ProblemFailure, ResourceExhausted
 from stark_mcp.evaluator.trusted.runners import RunnerDied, RunnerHandle, RunnerTimeout
 from stark_mcp.evaluator.trusted.session import InfraError, Session
@@ -243,7 +243,7 @@ class Worker:
         need = 2 * (slots * inputs + outputs) + 2 * (outputs + params) + (inputs + outputs + params)
         fp64 = 2 * (inputs + outputs + params)
         problem.need_bytes = need
-        total = torch.cuda.get_device_properties(self.device).total_memory if self.cuda else _host_memory()
+        total = self._total_bytes()
         where = "GPU" if self.cuda else "host"
         if not total:
             return
@@ -268,7 +268,7 @@ class Worker:
 
     def _slots_for(self, inputs: int) -> int:
         """Two rotating input slots per runner, one when inputs are large (gigabytes)."""
-        total = torch.cuda.get_device_properties(self.device).total_memory if self.cuda else _host_memory()
+        total = self._total_bytes()
         return 2 if not total or 8 * inputs < 0.2 * total else 1
 
     def baseline_driver(
@@ -350,10 +350,14 @@ class Worker:
             frame["id"] = eval_id
         self.send(frame)
 
-    def _free_bytes(self) -> int:
+    def _total_bytes(self) -> int:
+        """What the device has in all: the GPU's memory, or the host's available memory."""
         if self.cuda:
-            return int(torch.cuda.mem_get_info(self.device)[0])
-        return _host_memory()
+            return int(torch.cuda.get_device_properties(self.device).total_memory)
+        return host_available_bytes()
+
+    def _free_bytes(self) -> int:
+        return free_bytes(self.device)
 
     def eager(self, state: ProblemState, settings: dict[str, Any]) -> Driver:
         self._make_room(state)
@@ -690,17 +694,6 @@ def _session_settings(settings: dict[str, Any], cuda: bool) -> dict[str, Any]:
     s.setdefault("bracket_after_inputs", cuda)
     s.setdefault("min_timed_checks", 3)
     return s
-
-
-def _host_memory() -> int:
-    try:
-        with open("/proc/meminfo") as fh:
-            for line in fh:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError):
-        pass
-    return 0
 
 
 def main(argv: list[str]) -> None:
