@@ -127,3 +127,37 @@ async def test_compile_error_keeps_the_first_error(evaluator) -> None:
     assert "undeclared_scale_factor" in result.message
     assert "error:" in result.logs["build"] and "undeclared_scale_factor" in result.logs["build"]
     assert result.runtime is None
+
+
+async def test_a_builder_started_ahead_builds_the_next_candidate(tmp_path, monkeypatch) -> None:
+    """On a GPU the next builder starts while the current one works, so a re-evaluation's build does
+    not wait for Python and torch to start. Here on the CPU, with that turned on: the spare builds
+    the next candidate, a dead spare is replaced by a fresh builder, and closing stops the spare."""
+    from stark_mcp.evaluator import Evaluator, builds
+
+    monkeypatch.setattr(builds, "_warms_ahead", lambda info, isolation: isolation.level == "sandbox")
+    problem = load_problem(str(FIXTURES / "relu_sum.py"))
+    source = fixture_text("ext_ok.py")
+    async with Evaluator(tmp_path / "cache", FAST) as ev:
+        if (await ev.isolation()).level != "sandbox":
+            pytest.skip("builders are started ahead at the sandbox level only")
+        first = await ev.evaluate(problem, source, device="cpu", settings=FAST)
+        assert first.status is Status.PASSED, first.message
+        ahead = ev.builds._spare
+        assert ahead is not None and ahead.jail.poll() is None  # started, waiting for a candidate
+
+        again = source + "\n# the same kernel again\n"
+        second = await ev.evaluate(problem, again, device="cpu", settings=FAST)
+        assert second.status is Status.PASSED, second.message
+        assert ahead.jail.poll() is not None and not ahead.job.exists()  # it built this one, and ended
+        assert ev.builds._spare is not None and ev.builds._spare is not ahead
+
+        dead = ev.builds._spare
+        dead.jail.kill_all()
+        dead.jail.wait(10)
+        third = await ev.evaluate(problem, source + "\n# and once more\n", device="cpu", settings=FAST)
+        assert third.status is Status.PASSED, third.message
+        assert not dead.job.exists() and not dead.work.exists()  # discarded, not used
+        last = ev.builds._spare
+    assert last is not None and last.jail.poll() is not None
+    assert not last.job.exists() and not last.work.exists()
