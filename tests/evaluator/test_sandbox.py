@@ -124,3 +124,50 @@ def _output_of(spec) -> str:
             seen = out.read()
         jail.wait(30)
     return seen
+
+
+def test_a_jail_moves_every_thread_to_other_cores() -> None:
+    """A spare runner started beside a timing loop starts on other cores than the timed runner's and
+    moves onto them when it is taken: every thread of every process of its jail moves."""
+    import subprocess
+    import sys
+    import time
+
+    from stark_mcp.evaluator.sandbox.launch import Jail, JailSpec
+
+    cores = sorted(os.sched_getaffinity(0))
+    if len(cores) < 2:
+        pytest.skip("needs two cores")
+    first, second = cores[0], cores[1]
+    script = (
+        "import threading, time\n"
+        "threads = [threading.Thread(target=time.sleep, args=(30,), daemon=True) for _ in range(3)]\n"
+        "[t.start() for t in threads]\n"
+        "print('ready', flush=True)\n"
+        "time.sleep(30)\n"
+    )
+    spec = JailSpec(argv=[sys.executable, "-S", "-c", script], env={"PATH": os.environ.get("PATH", "")},
+                    cpus=[first])  # fmt: skip
+    read, write = os.pipe()
+    with Jail.start(spec, stdout=write, stderr=subprocess.STDOUT) as jail, os.fdopen(read) as out:
+        os.close(write)
+        assert out.readline().strip() == "ready"
+
+        def allowed() -> set[frozenset[int]]:
+            seen = set()
+            for pid in jail.pids():
+                for tid in os.listdir(f"/proc/{pid}/task"):
+                    try:
+                        seen.add(frozenset(os.sched_getaffinity(int(tid))))
+                    except OSError:
+                        pass
+            return seen
+
+        python = [p for p in jail.pids() if len(os.listdir(f"/proc/{p}/task")) >= 4]
+        assert python, "the jailed interpreter and its threads"
+        assert frozenset({first}) in allowed()
+        jail.set_cpus([second])
+        deadline = time.monotonic() + 5
+        while allowed() != {frozenset({second})} and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert allowed() == {frozenset({second})}

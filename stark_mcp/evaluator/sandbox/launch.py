@@ -424,6 +424,19 @@ class Jail:
             total += process_cpu_ns(pid)
         return total
 
+    def set_cpus(self, cpus: list[int]) -> None:
+        """Move every thread of the jail's processes to ``cpus`` (a spare started on other cores)."""
+        for pid in self.pids():
+            try:
+                tids = os.listdir(f"/proc/{pid}/task")
+            except OSError:
+                continue
+            for tid in tids:
+                try:
+                    os.sched_setaffinity(int(tid), cpus)
+                except (OSError, ValueError):
+                    pass  # a thread that ended meanwhile
+
     def freeze(self) -> bool:
         """Stop every process of the jail (the GPU work it already queued keeps running)."""
         if self.cgroup is not None and self.cgroup.freeze(True):

@@ -4,7 +4,8 @@ The runner reports the running count with every call, so the worker can tell whe
 timed still compiled or autotuned (a key or a specialization that changes from call to call), and
 can keep warming up a shape while its calls still do. Like the other reports of this process it is
 information, not a defence: a candidate can hide a compilation, which only hides it from itself.
-Standard library only; Triton is looked at only if the candidate imported it.
+Standard library only; Triton is looked at only once it is loaded (by the candidate, or ahead of it
+by a spare runner on a GPU).
 """
 
 from __future__ import annotations

@@ -315,6 +315,8 @@ def main(argv: list[str]) -> None:
     os.makedirs(os.environ.get("HOME", "/tmp"), exist_ok=True)
     if torch.cuda.is_available() and os.environ.get("CUDA_VISIBLE_DEVICES", "x") != "":
         torch.zeros(1, device="cuda")  # a spare initializes CUDA while it waits for work
+        with contextlib.suppress(ImportError):
+            import triton  # noqa: F401  (likewise Triton, which candidates import: ~0.5 s of their load)
     sock = socket.socket(fileno=frames_fd)
     _msg, fds, _flags, _addr = socket.recv_fds(sock, 1, 8)  # blocks until the worker assigns work
     if not fds:
