@@ -105,6 +105,9 @@ class Evaluator:
         self._pools: dict[str, SlotPool[WorkerClient]] = {}
         self._inflight: dict[tuple[str, ...], _Shared] = {}
         self._baseline_locks: dict[Path, asyncio.Lock] = {}
+        # (problem key, device) checked by a worker of this evaluator: evaluations load the problem
+        # themselves, so checking it again need not queue behind a worker busy with other work.
+        self._checked: set[tuple[str, str]] = set()
         self._tmp = Path(tempfile.mkdtemp(prefix="stark-eval-"))
 
     async def __aenter__(self) -> Evaluator:
@@ -118,6 +121,7 @@ class Evaluator:
         await asyncio.gather(*tasks, return_exceptions=True)
         for pool in self._pools.values():
             await asyncio.gather(*(slot.handle.shutdown() for slot in pool.slots))
+        await self.builds.close()
         shutil.rmtree(self._tmp, ignore_errors=True)
         if self._isolation is not None and self._isolation.cgroup:
             remove_own(self._isolation.cgroup)
@@ -236,12 +240,16 @@ class Evaluator:
         await self._check_import_roots(problem)
         info = await self._device(device)
         frame = self._problem_frame(problem, self.settings)
+        checked = (str(frame["key"]), info.name)
+        if checked in self._checked:
+            return
         answer = await self.pool(info).run(lambda worker: worker.load(frame))
         if answer.get("kind") == "problem_error":
             raise ProblemError(
                 f"{problem.name}: {answer.get('step')} failed: {answer.get('message')}\n"
                 + str(answer.get("traceback", ""))[-2000:]
             )
+        self._checked.add(checked)
 
     async def _check_import_roots(self, problem: Problem) -> None:
         """The trusted worker runs as us; candidates and baselines may run as a uid of their own,

@@ -80,15 +80,20 @@ class RunService(RunReads):
         # Compile baselines timed after create_run returned, one task per run (``_late_baselines``).
         self._baseline_tasks: dict[str, asyncio.Task[None]] = {}
         self._background: set[asyncio.Task[None]] = set()  # reference profiles
+        # One profile of a problem's reference per device and profile settings, shared by the runs
+        # of that problem: a second run of it (a benchmark's strategies, a user starting over) reuses
+        # it rather than keeping the device busy for as long again.
+        self._reference_profiles: dict[tuple[Any, ...], asyncio.Task[ProfileReport]] = {}
 
     async def aclose(self) -> None:
         """Cancel the baselines still being timed; their runs keep them pending, and the next
         process that records an attempt in such a run times them again."""
-        tasks = [*self._baseline_tasks.values(), *self._background]
+        tasks = [*self._baseline_tasks.values(), *self._background, *self._reference_profiles.values()]
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         self._baseline_tasks.clear()
+        self._reference_profiles.clear()
 
     # ---- runs -------------------------------------------------------------------------------
 
@@ -191,11 +196,21 @@ class RunService(RunReads):
 
     def _start_reference_profile(self, run: RunRecord, settings: EvalSettings) -> None:
         """Profile the reference in the background, kept beside the root node: the first plans
-        improve the reference and read where its time goes; create_run does not wait for it."""
+        improve the reference and read where its time goes; create_run does not wait for it. Runs of
+        the same problem on the same device share one profile."""
+
+        key = (run.problem.hash, run.device, settings.profile_timeout_s, settings.profile_max_kernels)
+        shared = self._reference_profiles.get(key)
+        if shared is None or (shared.done() and (shared.cancelled() or shared.exception() is not None)):
+            shared = asyncio.create_task(
+                self.evaluator.profile(run.problem, None, device=run.device, settings=settings),
+                name=f"reference-profile-{run.problem.hash[:12]}",
+            )
+            self._reference_profiles[key] = shared
 
         async def profile() -> None:
             try:
-                report = await self.evaluator.profile(run.problem, None, device=run.device, settings=settings)
+                report = await asyncio.shield(shared)  # a cancelled run leaves it to the others
                 await self.store.add_profile(run.id, "n0", report)
             except asyncio.CancelledError:
                 raise

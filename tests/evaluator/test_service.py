@@ -101,6 +101,33 @@ async def test_cancelling_the_caller_kills_the_candidate_process(cache_dir) -> N
         assert not runner_pids() - before
 
 
+async def test_a_checked_problem_is_not_queued_behind_a_busy_worker(cache_dir) -> None:
+    """A second run of a problem (create_run again) checks it without waiting for the worker, which
+    may be busy for a long time (a background profile, another candidate's evaluation)."""
+    phases: list[str] = []
+
+    async def progress(done, total, message):
+        phases.append(message)
+
+    async with Evaluator(cache_dir, FAST) as ev:
+        await ev.check_problem(problem(), device="cpu")
+        busy = asyncio.create_task(
+            ev.evaluate(problem(), HANG, device="cpu", use_cache=False, progress=progress)
+        )
+        deadline = time.monotonic() + 90
+        while "correctness" not in phases and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        assert "correctness" in phases  # the only worker is inside the endless forward
+        start = time.monotonic()
+        await ev.check_problem(problem(), device="cpu")
+        waited = time.monotonic() - start
+        assert not busy.done()
+        busy.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await busy
+    assert waited < 1.0
+
+
 async def test_check_problem_accepts_a_good_problem(cache_dir) -> None:
     async with Evaluator(cache_dir, FAST) as ev:
         await ev.check_problem(problem("affine_tanh.py"), device="cpu")

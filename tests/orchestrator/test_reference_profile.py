@@ -1,0 +1,92 @@
+"""The reference's profile, taken in the background after create_run on a GPU: one per problem and
+device, shared by every run of that problem (GPU profiles themselves: tools/gpu_profiler.py)."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from stark_mcp.config import Settings
+from stark_mcp.evaluator import EvalSettings, profiles
+from stark_mcp.orchestrator.run_service import RunService
+from stark_mcp.problems import problem_from_source
+from stark_mcp.records import Evaluation, Status, TimingStats
+from stark_mcp.store import Store
+
+from .replies import PROBLEM
+
+pytestmark = pytest.mark.anyio
+
+
+class SlowProfiler:
+    """Stands in for the evaluator's ``profile`` (Nsight Compute needs a GPU): slow, and counted."""
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+
+    async def profile(self, problem, source, device="auto", settings=None, progress=None):
+        self.calls.append(problem.hash)
+        await asyncio.sleep(0.3)
+        return profiles.unavailable(f"profile #{len(self.calls)} of {problem.name}")
+
+
+def _root() -> Evaluation:
+    stats = TimingStats(median_ms=1.0, iqr_ms=0.0, mean_ms=1.0, min_ms=1.0, max_ms=1.0, samples=5)
+    return Evaluation(status=Status.PASSED, runtime=stats)
+
+
+async def test_runs_of_one_problem_share_one_reference_profile(tmp_path: Path) -> None:
+    same = problem_from_source(PROBLEM, name="p")
+    other = problem_from_source(PROBLEM + "\n# another problem\n", name="q")
+    profiler = SlowProfiler()
+    settings = EvalSettings()
+    async with await Store.open(Settings(home=tmp_path).database) as store:
+        service = RunService(store, profiler)  # type: ignore[arg-type]
+        runs = [
+            await store.create_run(problem=problem, device="cuda", policy={}, budget=3, seed=1,
+                                   root_evaluation=_root())
+            for problem in (same, same, other)
+        ]  # fmt: skip
+        for run in runs[:2]:
+            service._start_reference_profile(run, settings)
+        await asyncio.sleep(0.5)  # the first profile is done; a later run of the problem reuses it
+        service._start_reference_profile(runs[2], settings)
+        service._start_reference_profile(runs[0].model_copy(), settings)
+        while service._background:
+            await asyncio.sleep(0.05)
+        shown = [(await service.node(run.id, "n0")).evaluation.profile for run in runs]
+        await service.aclose()
+    assert profiler.calls == [same.hash, other.hash]
+    assert shown[0] == shown[1] and shown[0].reason == "profile #1 of p"
+    assert shown[2].reason == "profile #2 of q"
+
+
+async def test_a_failed_reference_profile_is_taken_again_by_the_next_run(tmp_path: Path) -> None:
+    class Failing(SlowProfiler):
+        async def profile(self, problem, source, device="auto", settings=None, progress=None):
+            self.calls.append(problem.hash)
+            if len(self.calls) == 1:
+                raise RuntimeError("the machine said no")
+            return profiles.unavailable("second try")
+
+    profiler = Failing()
+    problem = problem_from_source(PROBLEM, name="p")
+    async with await Store.open(Settings(home=tmp_path).database) as store:
+        service = RunService(store, profiler)  # type: ignore[arg-type]
+        runs = [
+            await store.create_run(problem=problem, device="cuda", policy={}, budget=3, seed=1,
+                                   root_evaluation=_root())
+            for _ in range(2)
+        ]  # fmt: skip
+        service._start_reference_profile(runs[0], EvalSettings())
+        while service._background:
+            await asyncio.sleep(0.05)
+        service._start_reference_profile(runs[1], EvalSettings())
+        while service._background:
+            await asyncio.sleep(0.05)
+        first, second = [(await service.node(run.id, "n0")).evaluation.profile for run in runs]
+        await service.aclose()
+    assert len(profiler.calls) == 2
+    assert first is None and second.reason == "second try"
