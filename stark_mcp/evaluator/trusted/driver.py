@@ -84,6 +84,7 @@ def free_device_bytes(device: str) -> int | None:
 
 COLLECT_BYTES = 256 << 20  # a call with inputs this large frees its cyclic garbage when memory is short
 COLLECT_HEADROOM = 6  # "short": less free than this many times a call's inputs
+COLLECT_ALWAYS_BYTES = 1 << 30  # and one with inputs of gigabytes, always
 
 
 def host_available_bytes() -> int:
@@ -179,12 +180,16 @@ class Driver:
             self._last.tensors = []
             self._last.inputs = []
             self._last = None
-            if size >= COLLECT_BYTES and free_bytes(self.problem.device) < COLLECT_HEADROOM * size:
+            if size >= COLLECT_ALWAYS_BYTES or (
+                size >= COLLECT_BYTES and free_bytes(self.problem.device) < COLLECT_HEADROOM * size
+            ):
                 # A call's references (closures, the reference run's frames) can sit in reference
                 # cycles that the collector, counting Python objects rather than bytes, would reach
-                # only much later: with 6 GB inputs that was seven dead copies and an OOM on 80 GB.
-                # Only when memory runs short: a full collection on every call of a 2.5 GB problem
-                # cost 20 s of a 27 s evaluation.
+                # only much later: with 6 GB inputs that was seven dead copies and an OOM on 80 GB,
+                # and an OOM again on an H100 when such calls collected only once the device's free
+                # figure looked short (why that figure did not warn in time is not established).
+                # Mid-sized calls collect only when memory runs short: a full collection on every
+                # call of a 2.5 GB problem cost 20 s of a 27 s evaluation.
                 gc.collect()
 
     def profile(self, shape: int, timeout: float, meta: bool = False) -> Any:
