@@ -269,6 +269,11 @@ async def run(results: dict[str, Any], rows: list[Row]) -> None:
             t0 = time.monotonic()
             e = await evaluate(ev, n, settings)
             wall = time.monotonic() - t0
+            if e.runtime is None or "eager" not in e.baselines:
+                log(f"{label}: {e.status.value}/{e.reason} in {wall:.1f} s: {e.message[:500]}")
+                verdict = f"{e.status.value}/{e.reason}"
+                rows.append((f"{label} candidate: ours / do_bench", verdict, "passed", False))
+                continue
             ours, base = e.runtime.median_ms, e.baselines["eager"].median_ms
             theirs, theirs_ref = do_bench_ms(n, True), do_bench_ms(n, False)
             results[f"agreement_{label}"] = {
@@ -290,10 +295,13 @@ async def run(results: dict[str, Any], rows: list[Row]) -> None:
             t0 = time.monotonic()
             e = await evaluate(ev, SIZES["large"], settings)
             walls.append(time.monotonic() - t0)
+            if e.runtime is None:
+                log(f"re-evaluation: {e.status.value}/{e.reason}: {e.message[:500]}")
+                continue
             medians.append(e.runtime.median_ms)
             work = e.phase_seconds.get("correctness", 0) + e.phase_seconds.get("timing", 0)
             fixed.append(walls[-1] - work)
-        apart = spread(medians)
+        apart = spread(medians) if len(medians) > 1 else float("nan")
         results["spread"] = {"medians_ms": medians, "spread": apart}
         rows.append(
             (
@@ -346,7 +354,11 @@ async def run(results: dict[str, Any], rows: list[Row]) -> None:
             Path(tempfile.mkdtemp(prefix=f"stark-bench-{level}-")), settings, policy=policy
         ) as ev:
             runs = [await evaluate(ev, SIZES["medium"], settings) for _ in range(3)]
-        by_level[level] = statistics.median(r.runtime.median_ms for r in runs)
+        for r in runs:
+            if r.runtime is None:
+                log(f"level {level}: {r.status.value}/{r.reason}: {r.message[:500]}")
+        timed = [r.runtime.median_ms for r in runs if r.runtime is not None]
+        by_level[level] = statistics.median(timed) if timed else float("nan")
         log(f"level {level}: {[r.runtime.median_ms for r in runs]}")
     ratio = by_level["sandbox"] / by_level["process"]
     results["levels"] = by_level
