@@ -168,7 +168,8 @@ class ModelNew(nn.Module):
     def forward(self, x):
         return ext.bias_gelu(x.contiguous(), self.bias)
 '''
-# One-process evaluation as a user would write it: import (a cold build), 5 allclose trials, 100 calls.
+# What a user writes to check and time a candidate in one process: import it (a cold load_inline),
+# 5 allclose trials, 100 timed calls. argv: problem, candidate[, device (default cuda)].
 PLAIN_EVAL = """
 import importlib.util, json, sys, time
 import torch
@@ -179,21 +180,25 @@ def load(path, name):
     spec.loader.exec_module(module)
     return module
 problem, candidate = load(sys.argv[1], "problem"), load(sys.argv[2], "candidate")
+device = sys.argv[3] if len(sys.argv) > 3 else "cuda"
 torch.manual_seed(0)
-ref = problem.Model(*problem.get_init_inputs()).cuda()
+ref = problem.Model(*problem.get_init_inputs()).to(device)
 torch.manual_seed(0)
-new = candidate.ModelNew(*problem.get_init_inputs()).cuda()
+new = candidate.ModelNew(*problem.get_init_inputs()).to(device)
 build_s = time.perf_counter() - t0
+sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
 ok = True
-for _ in range(5):
-    inputs = [x.cuda() for x in problem.get_inputs()]
-    ok = ok and torch.allclose(new(*inputs), ref(*inputs), atol=1e-2, rtol=1e-2)
-inputs = [x.cuda() for x in problem.get_inputs()]
-torch.cuda.synchronize()
-t1 = time.perf_counter()
-for _ in range(100):
-    new(*inputs)
-torch.cuda.synchronize()
+with torch.no_grad():
+    for _ in range(5):
+        inputs = [x.to(device) for x in problem.get_inputs()]
+        ok = ok and torch.allclose(new(*inputs), ref(*inputs), atol=1e-2, rtol=1e-2)
+        del inputs
+    inputs = [x.to(device) for x in problem.get_inputs()]
+    sync()
+    t1 = time.perf_counter()
+    for _ in range(100):
+        new(*inputs)
+    sync()
 print("RESULT " + json.dumps({"ok": bool(ok), "import_and_build_s": build_s,
                               "ms": (time.perf_counter() - t1) * 10}))
 """

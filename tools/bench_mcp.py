@@ -46,6 +46,9 @@ import anyio
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+sys.path.insert(0, str(ROOT / "tools"))
+
+from bench_evaluator import PLAIN_EVAL, markdown_table  # noqa: E402
 from mcp import Client, StdioServerParameters  # noqa: E402
 
 CANDIDATES = ROOT / "tools" / "candidates"
@@ -62,40 +65,6 @@ TRITON_RATIO_TARGET = 2.0
 FIXED_TARGET_S = 2.0
 LARGE_LABEL, LARGE_TARGET_S = "L1 23", 60.0
 CALL_TIMEOUT_S = 480.0
-
-# What a user writes to check and time a candidate in one process (the same as bench_evaluator's).
-PLAIN_EVAL = """
-import importlib.util, json, sys, time
-import torch
-t0 = time.perf_counter()
-def load(path, name):
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-problem, candidate = load(sys.argv[1], "problem"), load(sys.argv[2], "candidate")
-device = sys.argv[3]
-torch.manual_seed(0)
-ref = problem.Model(*problem.get_init_inputs()).to(device)
-torch.manual_seed(0)
-new = candidate.ModelNew(*problem.get_init_inputs()).to(device)
-build_s = time.perf_counter() - t0
-sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
-ok = True
-with torch.no_grad():
-    for _ in range(5):
-        inputs = [x.to(device) for x in problem.get_inputs()]
-        ok = ok and torch.allclose(new(*inputs), ref(*inputs), atol=1e-2, rtol=1e-2)
-        del inputs
-    inputs = [x.to(device) for x in problem.get_inputs()]
-    sync()
-    t1 = time.perf_counter()
-    for _ in range(100):
-        new(*inputs)
-    sync()
-print("RESULT " + json.dumps({"ok": bool(ok), "import_and_build_s": build_s,
-                              "ms": (time.perf_counter() - t1) * 10}))
-"""
 
 # The dry run's problem and candidates: the same flow on the CPU in seconds (torch only, no builds).
 DRY_PROBLEM = """
@@ -121,7 +90,7 @@ class ModelNew(nn.Module):
         return torch.clamp_min(x, 0) * 2
 """
 
-Row = tuple[str, str, str, "bool | None"]
+Row = tuple[str, str, str, bool | None]
 
 
 def log(message: str) -> None:
@@ -387,13 +356,6 @@ class Bench:
                 wall < CREATE_COLD_TARGET_S and bool(pending),
             )
         )
-
-
-def markdown_table(rows: list[Row]) -> str:
-    lines = ["| measurement | value | target | |", "|---|---|---|---|"]
-    for name, value, target, ok in rows:
-        lines.append(f"| {name} | {value} | {target} | {'PASS' if ok else 'FAIL' if ok is False else ''} |")
-    return "\n".join(lines)
 
 
 async def run(args: argparse.Namespace, bench: Bench) -> None:

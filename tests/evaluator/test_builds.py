@@ -129,7 +129,7 @@ async def test_compile_error_keeps_the_first_error(evaluator) -> None:
     assert result.runtime is None
 
 
-async def test_a_builder_started_ahead_builds_the_next_candidate(tmp_path, monkeypatch) -> None:
+async def test_a_builder_started_ahead_builds_the_next_candidate(cache_dir, monkeypatch) -> None:
     """On a GPU the next builder starts while the current one works, so a re-evaluation's build does
     not wait for Python and torch to start. Here on the CPU, with that turned on: the spare builds
     the next candidate, a dead spare is replaced by a fresh builder, and closing stops the spare."""
@@ -137,8 +137,9 @@ async def test_a_builder_started_ahead_builds_the_next_candidate(tmp_path, monke
 
     monkeypatch.setattr(builds, "_warms_ahead", lambda info, isolation: isolation.level == "sandbox")
     problem = load_problem(str(FIXTURES / "relu_sum.py"))
-    source = fixture_text("ext_ok.py")
-    async with Evaluator(tmp_path / "cache", FAST) as ev:
+    # New sources (the builder runs) that make the session's cached extension request (no compile).
+    source = fixture_text("ext_ok.py") + f"\n# started ahead {time.time_ns()}\n"
+    async with Evaluator(cache_dir, FAST) as ev:
         if (await ev.isolation()).level != "sandbox":
             pytest.skip("builders are started ahead at the sandbox level only")
         first = await ev.evaluate(problem, source, device="cpu", settings=FAST)

@@ -76,6 +76,13 @@ def runner_pids() -> set[int]:
     return found
 
 
+async def _until_in_correctness(phases: list[str]) -> None:
+    deadline = time.monotonic() + 90
+    while "correctness" not in phases and time.monotonic() < deadline:
+        await asyncio.sleep(0.05)
+    assert "correctness" in phases
+
+
 async def test_cancelling_the_caller_kills_the_candidate_process(cache_dir) -> None:
     before = runner_pids()
     phases: list[str] = []
@@ -87,10 +94,7 @@ async def test_cancelling_the_caller_kills_the_candidate_process(cache_dir) -> N
         task = asyncio.create_task(
             ev.evaluate(problem(), HANG, device="cpu", use_cache=False, progress=progress)
         )
-        deadline = time.monotonic() + 90
-        while "correctness" not in phases and time.monotonic() < deadline:
-            await asyncio.sleep(0.05)
-        assert "correctness" in phases  # the candidate is now inside its endless forward
+        await _until_in_correctness(phases)  # the candidate is now inside its endless forward
         assert runner_pids() - before
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
@@ -114,10 +118,7 @@ async def test_a_checked_problem_is_not_queued_behind_a_busy_worker(cache_dir) -
         busy = asyncio.create_task(
             ev.evaluate(problem(), HANG, device="cpu", use_cache=False, progress=progress)
         )
-        deadline = time.monotonic() + 90
-        while "correctness" not in phases and time.monotonic() < deadline:
-            await asyncio.sleep(0.05)
-        assert "correctness" in phases  # the only worker is inside the endless forward
+        await _until_in_correctness(phases)  # the only worker is inside the endless forward
         start = time.monotonic()
         await ev.check_problem(problem(), device="cpu")
         waited = time.monotonic() - start
