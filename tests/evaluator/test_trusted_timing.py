@@ -19,13 +19,11 @@ def _baseline(rng: random.Random, true_ms: float, noise_ms: float, n: int = 100)
     return s
 
 
-def _candidate(
-    rng: random.Random, true_ms: float, report, noise_ms: float, n: int = 50, overhead_ms: float = OVERHEAD_MS
-) -> timing.Samples:
+def _candidate(rng: random.Random, true_ms: float, report, noise_ms: float, n: int = 50) -> timing.Samples:
     s = timing.Samples()
     for i in range(n):
         t = true_ms + rng.gauss(0, noise_ms)
-        s.add(int(report(t, i) * 1e6), int((t + overhead_ms + rng.gauss(0, noise_ms)) * 1e6))
+        s.add(int(report(t, i) * 1e6), int((t + OVERHEAD_MS + rng.gauss(0, noise_ms)) * 1e6))
     return s
 
 
@@ -89,7 +87,7 @@ def test_no_baseline_beside_it_means_no_bound_and_says_so() -> None:
     assert "no trusted bound" in fig.findings[0]
 
 
-@pytest.mark.parametrize("cuda,true_ms", [(True, 0.4), (False, 1.0)])
+@pytest.mark.parametrize("cuda,true_ms", [(True, 0.4), (False, 0.4)])
 def test_with_the_worker_defaults_shaved_reports_gain_little(cuda: bool, true_ms: float) -> None:
     from stark_mcp.evaluator.trusted.worker import _session_settings
 
@@ -102,19 +100,6 @@ def test_with_the_worker_defaults_shaved_reports_gain_little(cuda: bool, true_ms
     assert _median(halved.samples_ms) >= true_ms * (0.95 if cuda else 0.8)
     quartered = _figure(_candidate(random.Random(12), true_ms, lambda t, i: t / 4, 0.002), base, *slack)
     assert quartered.forged
-
-
-def test_an_honest_tiny_cpu_kernel_whose_runner_pays_more_harness_is_believed() -> None:
-    # Seen on a 2-core machine: a 0.1 ms torch kernel whose fresh runner process paid 0.2 ms more of
-    # harness a call than the warm baseline's (the trusted clock saw 0.31 ms). With a 0.05 ms floor
-    # it was rejected as forged; the CPU floor is that difference.
-    from stark_mcp.evaluator.trusted.worker import _session_settings
-
-    s = _session_settings({}, False)
-    base = _baseline(random.Random(5), 0.2, 0.002)
-    honest = _candidate(random.Random(6), 0.1, lambda t, i: t, 0.002, overhead_ms=OVERHEAD_MS + 0.2)
-    fig = _figure(honest, base, s["abs_slack_ms"], s["rel_slack"], s["forged_gap_ms"])
-    assert fig.source == "reported" and not fig.forged
 
 
 def test_a_gap_smaller_than_the_forgery_floor_is_not_called_forgery() -> None:
