@@ -35,7 +35,14 @@ from stark_mcp.evaluator.integrity import Integrity, seal_directory, verified_di
 from stark_mcp.evaluator.logs import trim_compiler_log, trim_tail
 from stark_mcp.evaluator.probe import DeviceInfo
 from stark_mcp.evaluator.sandbox.env import scrub_env
-from stark_mcp.evaluator.sandbox.launch import Jail, JailSpec, Mount, inside_path, reclaim_tree
+from stark_mcp.evaluator.sandbox.launch import (
+    Jail,
+    JailSpec,
+    Mount,
+    inside_path,
+    reclaim_tree,
+    spare_cores,
+)
 from stark_mcp.evaluator.sandbox.levels import IsolationInfo
 from stark_mcp.records import Status
 
@@ -362,8 +369,7 @@ def _builder_key(info: DeviceInfo, isolation: IsolationInfo) -> tuple[str, ...]:
 
 def _builder_cpus(info: DeviceInfo) -> list[int] | None:
     """Off the cores a GPU worker and its runners spin on (see trusted/worker.py)."""
-    count = os.cpu_count() or 1
-    return list(range(3, count)) if info.kind == "cuda" and count >= 8 else None
+    return (spare_cores() or None) if info.kind == "cuda" else None
 
 
 def _bad_request(why: str) -> BuildOutcome:

@@ -37,6 +37,16 @@ ALWAYS_HIDDEN = ("/home", "/root", "/var/tmp", "/run/user", "/dev/shm")
 UID_COUNT = 512
 
 
+
+PIN_MIN_CORES = 8  # GPU machines with this many cores pin the worker and the runners to their own cores
+
+
+def spare_cores() -> list[int]:
+    """Cores off the worker's and the timed runners' (0-2, on a machine that pins them): where
+    builders and spares starting beside a timing loop run. None on a machine that does not pin."""
+    count = os.cpu_count() or 1
+    return list(range(3, count)) if count >= PIN_MIN_CORES else []
+
 @dataclass(frozen=True)
 class Mount:
     src: str  # host path

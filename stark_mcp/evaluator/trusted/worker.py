@@ -34,7 +34,7 @@ from stark_mcp.evaluator.common import frames
 from stark_mcp.evaluator.outside_tools import TOOLS, ToolPaths
 from stark_mcp.evaluator.sandbox.cgroups import remove_own, sweep_stale
 from stark_mcp.evaluator.sandbox.env import scrub_env
-from stark_mcp.evaluator.sandbox.launch import JailSpec, Mount, inside_path
+from stark_mcp.evaluator.sandbox.launch import PIN_MIN_CORES, JailSpec, Mount, inside_path, spare_cores
 from stark_mcp.evaluator.sandbox.levels import IsolationInfo, SandboxPolicy, detect
 from stark_mcp.evaluator.trusted import profiling, timing
 from stark_mcp.evaluator.trusted.driver import DeviceTools, Driver, free_bytes, host_available_bytes
@@ -61,7 +61,6 @@ def _prctl_subreaper_and_deathsig() -> None:
 
 
 SPARES = 1  # candidate runners kept started ahead of time
-PIN_MIN_CORES = 8  # GPU machines with this many cores pin the worker and the runners to their own cores
 # Every runner (baseline and candidate) gets the same fixed glibc allocator behaviour. Left alone, the
 # mmap threshold adapts to a process's history, so a fresh candidate process pays page faults on every
 # output allocation that the long-lived baseline process no longer pays (measured: 0.35 to 2.6 ms for
@@ -87,13 +86,6 @@ def _chown_tree(path: str, uid: int | None) -> None:
                 os.lchown(name, uid, uid)
             except OSError:
                 pass
-
-
-def _spare_cores() -> list[int]:
-    """The cores a spare starts on when it starts beside a timing loop: off the worker's and the
-    runners' (0-2), like the builders'; none on a machine that does not pin its runners."""
-    count = os.cpu_count() or 1
-    return list(range(3, count)) if count >= PIN_MIN_CORES else []
 
 
 class Spare:
@@ -400,7 +392,7 @@ class Worker:
             spec.mounts = mounts
             moved_to = None
             if ahead and spec.cpus:
-                moved_to, spec.cpus = spec.cpus, _spare_cores()
+                moved_to, spec.cpus = spec.cpus, spare_cores()
             runner.start(spec, self.info)
             spare = Spare(runner, folder, job, build, list(self.visible), json_key(settings))
             spare.moved_to = moved_to
@@ -441,7 +433,7 @@ class Worker:
         machine that pins its runners): started on the candidate runners' core, it preempted the timed
         runner and inflated honest kernels' figures by 35-65% on an H100. Not for problems whose inputs
         fill the device (one more CUDA context)."""
-        return self.cuda and bool(_spare_cores()) and self._slots(state.problem) > 1
+        return self.cuda and bool(spare_cores()) and self._slots(state.problem) > 1
 
     def _refill_spares(self, settings: dict[str, Any]) -> None:
         while len(self.spares) < SPARES:
