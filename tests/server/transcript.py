@@ -88,6 +88,9 @@ def _rounded(value: Any) -> Any:
 def masked(text: str) -> str:
     """The transcript with what differs between runs replaced by placeholders."""
     text = re.sub(r"\br-[a-z0-9]{6}\b", "<run>", text)
+    # Whether a kernel near 1x lands just above or just below eager is timing too: its warning with it.
+    slower = r'"warnings": \[("node \w+ is slower than eager PyTorch [^"]*")?\]'
+    text = re.sub(slower, '"warnings": <speed>', text)
     text = re.sub(r"\b(on (cpu|cuda)) \([^)]*\)", r"\1 (<device>)", text)
     text = re.sub(r"-?\d+\.\d+(e-?\d+)?", "<num>", text)
     text = re.sub(r"\d+ samples", "<n> samples", text)

@@ -17,6 +17,7 @@ from typing import Any
 
 _HEADER = struct.Struct(">I")
 MAX_FRAME = 1 << 20
+FRAME_STALL_S = 30.0  # a started frame's bytes may arrive this far apart before the peer is given up on
 
 
 class FrameError(Exception):
@@ -24,7 +25,7 @@ class FrameError(Exception):
 
 
 class FrameTimeout(Exception):
-    """No complete frame arrived before the deadline."""
+    """No frame began before the deadline (nothing of the stream was consumed)."""
 
 
 def send(fd: int, obj: dict[str, Any]) -> None:
@@ -37,38 +38,50 @@ def send(fd: int, obj: dict[str, Any]) -> None:
         view = view[written:]
 
 
-def _read_exact(fd: int, n: int, deadline: float | None) -> bytes | None:
-    """``n`` bytes, or None at a clean end of stream before the first byte."""
+def _read_exact(fd: int, n: int, deadline: float | None, started: bool) -> bytes | None:
+    """``n`` bytes, or None at a clean end of stream before the first byte of a frame.
+
+    ``deadline`` bounds only the wait for a frame's first byte (``FrameTimeout``: nothing consumed,
+    so the caller may simply wait again). Once a frame has started its bytes are read to the end or
+    the peer is given up on (``FrameError``): a timeout that dropped half a frame would leave the
+    next read inside it, taking JSON text for a length."""
     chunks: list[bytes] = []
     got = 0
+    stall_by: float | None = time.monotonic() + FRAME_STALL_S if started else None
     while got < n:
-        if deadline is not None:
-            remaining = deadline - time.monotonic()
+        limit = deadline if stall_by is None else stall_by
+        if limit is not None:
+            remaining = limit - time.monotonic()
             if remaining <= 0:
-                raise FrameTimeout()
+                if stall_by is None:
+                    raise FrameTimeout()
+                raise FrameError(f"the peer stalled inside a frame for {FRAME_STALL_S:g} s")
             ready, _, _ = select.select([fd], [], [], min(remaining, 1.0))
             if not ready:
                 continue
         chunk = os.read(fd, n - got)
         if not chunk:
-            if got == 0:
+            if got == 0 and not started:
                 return None
             raise FrameError("the stream ended inside a frame")
         chunks.append(chunk)
         got += len(chunk)
+        if stall_by is None:
+            stall_by = time.monotonic() + FRAME_STALL_S
     return b"".join(chunks)
 
 
 def recv(fd: int, timeout: float | None = None, max_bytes: int = MAX_FRAME) -> dict[str, Any] | None:
-    """The next frame as a dict, or None at end of stream. Raises FrameError, FrameTimeout."""
+    """The next frame as a dict, or None at end of stream. Raises FrameError, and FrameTimeout when no
+    frame began within ``timeout`` (then nothing was read: calling again is safe)."""
     deadline = None if timeout is None else time.monotonic() + timeout
-    header = _read_exact(fd, _HEADER.size, deadline)
+    header = _read_exact(fd, _HEADER.size, deadline, started=False)
     if header is None:
         return None
     (size,) = _HEADER.unpack(header)
     if size > max_bytes:
         raise FrameError(f"a frame of {size} bytes exceeds the limit of {max_bytes}")
-    payload = _read_exact(fd, size, deadline)
+    payload = _read_exact(fd, size, None, started=True)
     if payload is None:
         raise FrameError("the stream ended inside a frame")
     try:

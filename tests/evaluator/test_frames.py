@@ -1,0 +1,76 @@
+"""Frames over a real socket pair: a timeout never drops part of a frame.
+
+The worker reads a runner's setup answer in one-second slices (to check between them that the runner
+is alive). A frame whose length arrived in one slice and whose body arrived in the next was cut in
+two: the next read took the body's first bytes (``{"ki``) for a length of 2 GB and the honest
+candidate got ``runtime_error/channel``. These tests send the two halves of a frame on either side of
+the reader's deadline, deterministically (the writer waits for the reader to have timed out)."""
+
+from __future__ import annotations
+
+import json
+import socket
+import struct
+import threading
+
+import pytest
+
+from stark_mcp.evaluator.common import frames
+
+
+@pytest.fixture
+def pair():
+    ours, theirs = socket.socketpair()
+    yield ours, theirs
+    ours.close()
+    theirs.close()
+
+
+def encoded(obj: dict) -> tuple[bytes, bytes]:
+    body = json.dumps(obj).encode()
+    return struct.pack(">I", len(body)), body
+
+
+def test_a_frame_split_across_the_deadline_arrives_whole(pair) -> None:
+    ours, theirs = pair
+    header, body = encoded({"kind": "ready", "pad": "x" * 100})
+    theirs.sendall(header + body[:5])
+    sent_rest = threading.Event()
+
+    def rest() -> None:
+        threading.Event().wait(0.3)  # well past the reader's 0.05 s deadline
+        theirs.sendall(body[5:])
+        sent_rest.set()
+
+    threading.Thread(target=rest, daemon=True).start()
+    assert frames.recv(ours.fileno(), timeout=0.05) == {"kind": "ready", "pad": "x" * 100}
+    assert sent_rest.is_set()
+
+
+def test_a_frame_that_begins_after_a_timeout_is_read_by_the_next_call(pair) -> None:
+    ours, theirs = pair
+    with pytest.raises(frames.FrameTimeout):
+        frames.recv(ours.fileno(), timeout=0.02)
+    for obj in ({"kind": "first"}, {"kind": "second"}):
+        header, body = encoded(obj)
+        theirs.sendall(header + body)
+    assert frames.recv(ours.fileno(), timeout=0.02) == {"kind": "first"}
+    assert frames.recv(ours.fileno(), timeout=0.02) == {"kind": "second"}
+
+
+def test_a_peer_stalling_inside_a_frame_is_a_frame_error(pair, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(frames, "FRAME_STALL_S", 0.2)
+    ours, theirs = pair
+    header, body = encoded({"kind": "ready"})
+    theirs.sendall(header + body[:3])
+    with pytest.raises(frames.FrameError, match="stalled inside a frame"):
+        frames.recv(ours.fileno(), timeout=5.0)
+
+
+def test_a_stream_ending_inside_a_frame_is_a_frame_error(pair) -> None:
+    ours, theirs = pair
+    header, body = encoded({"kind": "ready"})
+    theirs.sendall(header[:2])
+    theirs.shutdown(socket.SHUT_WR)
+    with pytest.raises(frames.FrameError, match="ended inside a frame"):
+        frames.recv(ours.fileno(), timeout=1.0)
