@@ -11,6 +11,7 @@ once and validates them. Standard library only.
 from __future__ import annotations
 
 import errno
+import fcntl
 import json
 import mmap
 import os
@@ -44,9 +45,22 @@ class PeerGone(Exception):
     pass
 
 
+def shared_memory(name: str, nbytes: int) -> int:
+    """A memfd of ``nbytes`` whose size nobody can change once it exists.
+
+    Its descriptor is handed to a runner, which a candidate controls: a file it could shrink would
+    make the worker's next access to its own mapping of it a SIGBUS (a candidate that truncated its
+    regions took down the trusted worker, then every worker that retried its evaluation). Sealed
+    against shrinking and growing, and against further seals (one that forbade writes would stop the
+    worker's), it can still be written, and hole-punched, which only costs whoever touches it next."""
+    fd = os.memfd_create(name, os.MFD_ALLOW_SEALING | os.MFD_CLOEXEC)
+    os.ftruncate(fd, nbytes)
+    fcntl.fcntl(fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_SEAL)
+    return fd
+
+
 def create() -> tuple[mmap.mmap, int]:
-    fd = os.memfd_create("stark-control", 0)
-    os.ftruncate(fd, SIZE)
+    fd = shared_memory("stark-control", SIZE)
     return mmap.mmap(fd, SIZE), fd
 
 

@@ -9,10 +9,11 @@ Standard library and torch only.
 from __future__ import annotations
 
 import mmap
-import os
 from typing import Any
 
 import torch
+
+from stark_mcp.evaluator.common.control import shared_memory
 
 ALIGN = 256
 
@@ -59,8 +60,7 @@ class Region:
     def create(cls, nbytes: int, device: str) -> tuple[Region, int]:
         nbytes = max(nbytes, ALIGN)
         if device == "cpu":
-            fd = os.memfd_create("stark-region", 0)
-            os.ftruncate(fd, nbytes)
+            fd = shared_memory("stark-region", nbytes)
             mm = mmap.mmap(fd, nbytes)
             return cls(torch.frombuffer(mm, dtype=torch.uint8), nbytes, mm), fd
         from stark_mcp.evaluator.common.cudadrv import DeviceMapping

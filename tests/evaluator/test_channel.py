@@ -1,4 +1,5 @@
-"""Frames over a real socket pair: a timeout never drops part of a frame.
+"""What a runner shares with the worker: frames over a real socket pair (a timeout never drops part of
+a frame) and memory that cannot be resized under the worker.
 
 The worker reads a runner's setup answer in one-second slices (to check between them that the runner
 is alive). A frame whose length arrived in one slice and whose body arrived in the next was cut in
@@ -74,3 +75,25 @@ def test_a_stream_ending_inside_a_frame_is_a_frame_error(pair) -> None:
     theirs.shutdown(socket.SHUT_WR)
     with pytest.raises(frames.FrameError, match="ended inside a frame"):
         frames.recv(ours.fileno(), timeout=1.0)
+
+
+def test_shared_memory_handed_to_a_runner_cannot_be_resized_or_sealed_shut() -> None:
+    import fcntl
+    import mmap
+    import os
+
+    from stark_mcp.evaluator.common.control import shared_memory
+
+    fd = shared_memory("stark-test", 1 << 16)
+    try:
+        mapping = mmap.mmap(fd, 1 << 16)  # the worker's own view, which must never fault
+        for size in (0, 1 << 20):
+            with pytest.raises(PermissionError):
+                os.ftruncate(fd, size)
+        with pytest.raises(PermissionError):
+            fcntl.fcntl(fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_WRITE)
+        mapping[-1] = 7  # still writable, to the last byte
+        assert os.fstat(fd).st_size == 1 << 16
+        mapping.close()
+    finally:
+        os.close(fd)
