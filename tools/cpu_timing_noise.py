@@ -82,6 +82,7 @@ async def main() -> None:
     parser.add_argument(
         "--fresh-baseline", action="store_true", help="a new problem (and baseline runner) per evaluation"
     )
+    parser.add_argument("--dump", help="write every evaluation's per-call pairs to this JSON file")
     parser.add_argument("--settings", default="{}", help="JSON overrides of the suite's settings")
     args = parser.parse_args()
     settings = SUITE.model_copy(update=json.loads(args.settings))
@@ -112,6 +113,8 @@ async def main() -> None:
                 if evaluation.speedups.get("eager"):
                     speedups.append(evaluation.speedups["eager"])
                 mismatches += "timing_mismatch" in evaluation.flags
+    if args.dump:
+        Path(args.dump).write_text(json.dumps(seen))
     if speedups:
         print(
             f"\nspeedup of identical code: min {min(speedups):.3f} median {statistics.median(speedups):.3f} "
