@@ -258,6 +258,8 @@ class BuildCache:
                     return BuildOutcome(
                         False, status=Status.RUNTIME_ERROR, reason="channel", message=str(exc)
                     )
+                except OSError:  # the builder died and reset its end of the socket: its exit tells why
+                    frame = None
                 if frame is None or frame.get("kind") != "build_request":
                     break
                 if len(extensions) >= MAX_REQUESTS:

@@ -1,4 +1,5 @@
 import os
+from pathlib import Path
 
 import pytest
 
@@ -78,6 +79,33 @@ def test_an_import_root_is_readable_inside_the_sandbox_and_hidden_folders_in_it_
                     hidden=[str(data)], visible=[str(root)])
     seen = _output_of(spec)
     assert seen.strip() == "42 []", seen
+
+
+def test_where_the_evaluator_was_started_from_stays_hidden(tmp_path, monkeypatch) -> None:
+    # Run as a script from /tmp, the evaluator had /tmp itself on sys.path and re-bound it over the
+    # scratch read-only: builds failed ("Can't mkdir /tmp/job") and the host's /tmp was readable.
+    import sys
+    import uuid
+
+    from stark_mcp.evaluator.sandbox.launch import JailSpec
+    from stark_mcp.evaluator.sandbox.levels import detect
+
+    if detect().level != "sandbox":
+        pytest.skip("needs the sandbox level (bubblewrap)")
+    project = tmp_path / "proj"  # where the user ran `python -m stark_mcp` or a script from
+    project.mkdir()
+    (project / "notes.txt").write_text("secret")
+    marker = Path("/tmp") / f"stark-wall-{uuid.uuid4().hex}.txt"  # another evaluation's file, say
+    marker.write_text("secret")
+    try:
+        monkeypatch.chdir(project)
+        monkeypatch.setattr(sys, "argv", [str(project / "driver.py")])
+        monkeypatch.setattr(sys, "path", ["/tmp", str(project), *sys.path])
+        script = f"import os; print(os.path.exists({str(marker)!r}), os.path.exists({str(project)!r}))"
+        spec = JailSpec(argv=[sys.executable, "-S", "-c", script], env={"PATH": os.environ.get("PATH", "")})
+        assert _output_of(spec).strip() == "False False"
+    finally:
+        marker.unlink()
 
 
 def test_a_root_the_candidates_uid_cannot_read_is_named(tmp_path) -> None:

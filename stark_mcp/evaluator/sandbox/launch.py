@@ -618,7 +618,13 @@ def _python_paths() -> list[str]:
         paths.update(site.getsitepackages())
     except AttributeError:
         pass
-    paths.update(p for p in sys.path if p and os.path.isdir(p))
+    # Not the directory we were started from, nor the script's: they are on sys.path by accident of
+    # how the process was started (``python -m`` from a project, a script in /tmp), not because
+    # torch or stark-mcp need them, and a candidate would read them through the re-bind.
+    incidental = {os.path.realpath(os.getcwd())}
+    if sys.argv and sys.argv[0]:
+        incidental.add(os.path.dirname(os.path.realpath(sys.argv[0])))
+    paths.update(p for p in sys.path if p and os.path.isdir(p) and os.path.realpath(p) not in incidental)
     here = Path(__file__).resolve()
     paths.add(str(here.parents[3]))  # the directory holding the stark_mcp package
     for var in ("CUDA_HOME", "CUDA_PATH"):
@@ -630,7 +636,8 @@ def _python_paths() -> list[str]:
 def _rebinds(hidden: list[str], visible: list[str]) -> list[str]:
     """Paths under a hidden directory that must stay readable: Python, its packages, import roots."""
     wanted = [os.path.realpath(p) for p in [*_python_paths(), *visible] if os.path.exists(p)]
-    under = [p for p in wanted if any(p == h or p.startswith(h + "/") for h in hidden)]
+    # Strictly under: binding a hidden directory itself again (/tmp, the home) would undo the hiding.
+    under = [p for p in wanted if any(p.startswith(h.rstrip("/") + "/") for h in hidden)]
     under = sorted(set(under))
     return [p for p in under if not any(p != q and p.startswith(q + "/") for q in under)]
 
