@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import re
 import statistics
 import sys
 import tempfile
@@ -118,7 +119,7 @@ async def evaluator(code: str, device: str) -> dict[str, float]:
     from stark_mcp.problems import problem_from_source
 
     problem = problem_from_source(code, name="compile_modes")
-    candidate = code.replace("class Model(", "class ModelNew(")
+    candidate = re.sub(r"\bModel\b", "ModelNew", code)  # the reference itself, under the candidate's name
     settings = EvalSettings(baselines=tuple(MODES), profile=False)
     async with Evaluator(Path(tempfile.mkdtemp()), settings) as ev:
         evaluation = await ev.evaluate(problem, candidate, device=device, settings=settings, use_cache=False)

@@ -159,8 +159,11 @@ def bench(
     parallel: int = typer.Option(
         0, "--parallel", help="expansions in flight within each run (default 0: one per evaluation worker)"
     ),
-    baselines: str = typer.Option(
-        "eager,compile_default,compile_max_autotune", "--baselines", help="baselines to time, comma-separated"
+    baselines: str | None = typer.Option(
+        None,
+        "--baselines",
+        help="baselines to time, comma-separated (default: every one, max-autotune with and without "
+        "CUDA graphs included)",
     ),
     eval_overrides: str | None = typer.Option(
         None, "--eval-settings", help='JSON object of evaluator settings, e.g. {"trials": 3}'
@@ -181,6 +184,7 @@ def bench(
 
     from stark_mcp.bench import BenchSpec, plan_bench
     from stark_mcp.bench.plan import bench_eval_settings
+    from stark_mcp.evaluator.settings import BASELINE_NAMES
     from stark_mcp.llm import backend_from_settings
     from stark_mcp.report.writer import write_bench_report
 
@@ -204,7 +208,7 @@ def bench(
             device=device,
             parallel=parallel,
             out=out,
-            eval_settings=bench_eval_settings(_names(baselines), extra),
+            eval_settings=bench_eval_settings(_names(baselines) or list(BASELINE_NAMES), extra),
         )
         plan = plan_bench(spec)
         # Before anything slow: without a key this fails here, saying how to set one.
