@@ -14,7 +14,7 @@ from pydantic import BaseModel, Field
 
 from stark_mcp.bench.errors import BenchError
 from stark_mcp.bench.selection import select_problems
-from stark_mcp.evaluator import EvalSettings
+from stark_mcp.evaluator import BASELINE_NAMES, EvalSettings
 from stark_mcp.orchestrator.strategies import ABLATIONS, get_strategy
 from stark_mcp.problems import Problem
 from stark_mcp.problems.sets import load_problem_set, problem_key
@@ -94,8 +94,10 @@ def pair_seed(seed: int, pair_id: str) -> int:
 
 
 def bench_eval_settings(baselines: list[str], overrides: dict[str, Any] | None = None) -> EvalSettings:
-    """The evaluator's settings from ``--baselines`` and ``--eval-settings`` (ValueError if invalid)."""
-    return EvalSettings(**{"baselines": tuple(baselines), **(overrides or {})})
+    """The evaluator's settings from ``--baselines`` and ``--eval-settings`` (ValueError if invalid).
+    No baselines named: every one, so max-autotune's figure always has its no-CUDA-graphs twin beside
+    it (docs/benchmarks/compile_modes.md)."""
+    return EvalSettings(**{"baselines": tuple(baselines or BASELINE_NAMES), **(overrides or {})})
 
 
 def plan_bench(spec: BenchSpec) -> BenchPlan:

@@ -184,7 +184,6 @@ def bench(
 
     from stark_mcp.bench import BenchSpec, plan_bench
     from stark_mcp.bench.plan import bench_eval_settings
-    from stark_mcp.evaluator.settings import BASELINE_NAMES
     from stark_mcp.llm import backend_from_settings
     from stark_mcp.report.writer import write_bench_report
 
@@ -208,7 +207,7 @@ def bench(
             device=device,
             parallel=parallel,
             out=out,
-            eval_settings=bench_eval_settings(_names(baselines) or list(BASELINE_NAMES), extra),
+            eval_settings=bench_eval_settings(_names(baselines), extra),
         )
         plan = plan_bench(spec)
         # Before anything slow: without a key this fails here, saying how to set one.

@@ -176,3 +176,15 @@ def test_the_command_refuses_bad_options_in_one_line_before_any_work(
     )
     assert result.exit_code == 2 and f"error: {message}" in result.output, result.output
     assert not (tmp_path / "out").exists() and not (tmp_path / "home").exists()
+
+
+def test_a_benchmark_times_every_compile_mode_unless_told_otherwise() -> None:
+    from stark_mcp.bench.plan import bench_eval_settings
+
+    assert bench_eval_settings([]).baselines == (
+        "eager",
+        "compile_default",
+        "compile_max_autotune",
+        "compile_max_autotune_no_cudagraphs",
+    )
+    assert bench_eval_settings(["eager"], {"trials": 3}).baselines == ("eager",)
