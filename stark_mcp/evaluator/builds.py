@@ -34,7 +34,9 @@ from stark_mcp.evaluator.extensions import BadRequest, ExtensionCache, parse_req
 from stark_mcp.evaluator.integrity import Integrity, seal_directory, verified_directory
 from stark_mcp.evaluator.logs import trim_compiler_log, trim_tail
 from stark_mcp.evaluator.probe import DeviceInfo
+from stark_mcp.evaluator.sandbox import jail_dirs
 from stark_mcp.evaluator.sandbox.env import scrub_env
+from stark_mcp.evaluator.sandbox.jail_dirs import JailPathError
 from stark_mcp.evaluator.sandbox.launch import (
     Jail,
     JailSpec,
@@ -286,7 +288,11 @@ class BuildCache:
                 extensions.append(built.summary())
                 if built.ok:
                     where = f"ext/{built.key}"
-                    await asyncio.to_thread(self.extensions.copy_into, built, work / where)
+                    try:
+                        await asyncio.to_thread(self.extensions.copy_into, built, work, where)
+                    except JailPathError as exc:
+                        jail.kill_all()
+                        return _tampered(str(exc))
                     index[intercept.request_identity(request)] = where
                     answer = {"kind": "built", "path": f"{build_inside}/{where}"}
                 else:
@@ -305,7 +311,10 @@ class BuildCache:
         outcome = self._verdict(frame, code, info, log_path, failed_log)
         outcome.extensions = extensions
         if outcome.ok:
-            (work / PREBUILT_INDEX).write_text(json.dumps(index, sort_keys=True))
+            try:
+                jail_dirs.write_bytes(work, PREBUILT_INDEX, json.dumps(index, sort_keys=True).encode())
+            except JailPathError as exc:
+                return _tampered(str(exc))
         return outcome
 
     def _verdict(
@@ -372,6 +381,15 @@ def _builder_key(info: DeviceInfo, isolation: IsolationInfo) -> tuple[str, ...]:
 def _builder_cpus(info: DeviceInfo) -> list[int] | None:
     """Off the cores a GPU worker and its runners spin on (see trusted/worker.py)."""
     return (spare_cores() or None) if info.kind == "cuda" else None
+
+
+def _tampered(why: str) -> BuildOutcome:
+    return BuildOutcome(
+        False,
+        status=Status.REJECTED,
+        reason="tamper",
+        message=f"the candidate's build directory was rigged where the evaluator writes ({why})",
+    )
 
 
 def _bad_request(why: str) -> BuildOutcome:

@@ -25,6 +25,7 @@ import json
 import os
 import secrets
 import shutil
+import stat
 import sys
 import tempfile
 import time
@@ -43,6 +44,7 @@ from stark_mcp.evaluator.buildkit.request import (
 )
 from stark_mcp.evaluator.integrity import Integrity, seal_directory, verified_directory
 from stark_mcp.evaluator.logs import trim_compiler_log
+from stark_mcp.evaluator.sandbox import jail_dirs
 from stark_mcp.evaluator.sandbox.launch import Jail, JailSpec, Mount, inside_path, reclaim_tree
 from stark_mcp.evaluator.sandbox.levels import IsolationInfo
 
@@ -289,13 +291,12 @@ class ExtensionCache:
             shutil.rmtree(job, ignore_errors=True)
             shutil.rmtree(out, ignore_errors=True)
 
-    def copy_into(self, build: ExtensionBuild, target: Path) -> None:
-        """The library (read-only) into a candidate's build directory; the cache stays the parent's."""
+    def copy_into(self, build: ExtensionBuild, work: Path, where: str) -> None:
+        """The library (read-only) into ``work/where`` of a candidate's build directory, following no
+        link the builder planted there; the cache stays the parent's."""
         assert build.directory is not None
-        target.mkdir(parents=True, exist_ok=True)
         name = f"{build.name}{LIBRARY_SUFFIX}"
-        shutil.copyfile(build.directory / name, target / name)
-        os.chmod(target / name, 0o555)
+        jail_dirs.copy_file(build.directory / name, work, f"{where}/{name}", mode=0o555)
         if build.directory.name.startswith(".uncached-"):
             shutil.rmtree(build.directory, ignore_errors=True)
 
@@ -339,18 +340,23 @@ def _prime_key(request: ExtensionRequest, toolchain: Toolchain) -> str:
 
 def _read_json(path: Path) -> dict[str, Any]:
     try:
-        data = json.loads(path.read_text()) if path.stat().st_size < (4 << 20) else {}
-    except (OSError, ValueError):
+        data = json.loads(_read_text(path, 4 << 20, whole=True))
+    except ValueError:
         return {}
     return data if isinstance(data, dict) else {}
 
 
-def _read_text(path: Path, limit: int = 256 << 10) -> str:
+def _read_text(path: Path, limit: int = 256 << 10, whole: bool = False) -> str:
+    """The end of a file a jail wrote (all of it, or nothing, with ``whole``): a regular file only,
+    never through a link."""
     try:
-        with path.open("rb") as fh:
-            size = path.stat().st_size
-            if size > limit:
-                fh.seek(size - limit)
-            return fh.read().decode("utf-8", "replace")
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError:
         return ""
+    with os.fdopen(fd, "rb") as fh:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or (whole and info.st_size > limit):
+            return ""
+        if info.st_size > limit:
+            fh.seek(info.st_size - limit)
+        return fh.read(limit).decode("utf-8", "replace")

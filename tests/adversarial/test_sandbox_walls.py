@@ -17,7 +17,7 @@ import pytest
 from stark_mcp.evaluator import EvalSettings, Evaluator
 from stark_mcp.evaluator.sandbox import levels
 from stark_mcp.evaluator.sandbox.levels import SandboxPolicy
-from stark_mcp.problems import load_problem
+from stark_mcp.problems import load_problem, source_hash
 from stark_mcp.records import Status
 from tests.adversarial import cases
 
@@ -27,12 +27,27 @@ SETTINGS = EvalSettings(
 pytestmark = pytest.mark.anyio
 
 ATTACK = """
+# Mentions load_inline, so the evaluator runs a builder on it and then writes into its build folder.
 import glob, os, socket, sqlite3
 import torch
 import torch.nn as nn
 
 TARGETS = TARGET_PATHS
 PORT = PORT_NUMBER
+LINKS = LINK_PAIRS
+
+
+def plant_links():
+    # Where the evaluator writes after the build (its index, the libraries): links to host paths.
+    build = os.environ.get("TORCH_EXTENSIONS_DIR", "")
+    for name, target in LINKS:
+        try:
+            os.symlink(target, os.path.join(build, name))
+        except OSError:
+            pass
+
+
+plant_links()  # at import: the builder imports the module, it never constructs ModelNew
 
 
 def attempts():
@@ -144,6 +159,7 @@ async def test_an_attacker_changes_nothing_outside_its_scratch(level, tmp_path, 
                 ATTACK.replace("TARGET_PATHS", repr(targets))
                 .replace("PORT_NUMBER", str(listener.port))
                 .replace("DB_PATH", repr(str(db)))
+                .replace("LINK_PAIRS", repr([("extensions.json", f"{home}/index.json"), ("ext", str(home))]))
             )
             attacked = await ev.evaluate(problem, source, device="cpu", use_cache=False)
             after_first = {**snapshot(cache), **snapshot(home), **snapshot(stark_home)}
@@ -153,11 +169,11 @@ async def test_an_attacker_changes_nothing_outside_its_scratch(level, tmp_path, 
     assert attacked.status is Status.PASSED, attacked.message
     assert attacked.trust is not None and attacked.trust.isolation == level
     changed = {p for p in set(before) | set(after_first) if before.get(p) != after_first.get(p)}
-    # The parent itself writes the attacked evaluation's signed result into the cache: that one is expected.
+    # The parent itself writes the attacked evaluation's signed result and its build's entry into the
+    # cache: those are expected (nothing the attacker wrote is in them).
+    own = (str(cache / "results"), str(cache / "builds" / source_hash(source)))
     changed = {
-        p
-        for p in changed
-        if not p.startswith(str(cache / "results")) or "pwned" in Path(p).read_text(errors="replace")
+        p for p in changed if not p.startswith(own) or "pwned" in Path(p).read_text(errors="replace")
     }
     if level == "process":
         # Same user, no walls: writes may land, but nothing the attacker wrote is ever reused.
@@ -167,6 +183,7 @@ async def test_an_attacker_changes_nothing_outside_its_scratch(level, tmp_path, 
     assert not any("pwned" in text for text in map(str, before.values()))
     assert "pwned" not in db.read_bytes().decode(errors="replace")
     assert not (Path.home() / "pwned.txt").exists()
+    assert not (home / "index.json").exists()  # written through the link planted in the build folder
     if level == "sandbox":
         assert listener.connections == 0
     assert again.status is Status.PASSED and again.cached  # the honest result came back from the signed cache
