@@ -112,3 +112,27 @@ def test_a_gap_smaller_than_the_forgery_floor_is_not_called_forgery() -> None:
     lenient = _figure(cand, base, 0.04, 0.05, 0.25)
     assert not lenient.forged and lenient.source == "external"
     assert _median(lenient.samples_ms) == pytest.approx(0.2, rel=0.05)
+
+
+def test_cpu_the_live_clocks_missed_is_charged_to_the_windows_timed_calls() -> None:
+    from stark_mcp.evaluator.trusted.session import WINDOW_ALLOWANCE_NS, CpuWindow
+
+    cand = timing.Samples()
+    window = CpuWindow()
+    window.settle(1_000_000_000, cand)  # the first freeze opens the first window
+    for _ in range(4):  # two untimed (checked top-up) calls, two timed ones, 0.1 ms each
+        window.account(100_000)
+    for _ in range(2):
+        window.timed.append(len(cand.bracket_ms))
+        cand.add(100_000, 100_000)
+    hidden = 4 * 300_000  # 0.3 ms a call done by processes that ended in between
+    window.settle(1_000_000_000 + 4 * 100_000 + hidden + WINDOW_ALLOWANCE_NS, cand)
+    assert cand.bracket_ms == pytest.approx([0.4, 0.4]) and window.hidden_ns == hidden
+    # An honest window: the jail used no more than its calls' brackets (plus waking up): no charge.
+    window.account(100_000)
+    window.timed.append(len(cand.bracket_ms))
+    cand.add(100_000, 100_000)
+    window.settle(window.start_ns + 100_000 + WINDOW_ALLOWANCE_NS // 2, cand)
+    assert cand.bracket_ms[-1] == pytest.approx(0.1) and window.hidden_ns == hidden
+    window.settle(None, cand)  # no cgroup: nothing to compare with, nothing changes
+    assert window.hidden_ns == hidden

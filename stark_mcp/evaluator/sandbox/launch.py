@@ -145,13 +145,16 @@ def _kill_uid(uid: int, rounds: int = 50) -> None:
         time.sleep(0.005)
 
 
-def process_cpu_ns(pid: int) -> int:
-    """CPU time of one process, its threads (live and ended) and its reaped children, in ns; 0 when it
-    is gone. The process clock is exact for a task on a core; the children's share is in ticks."""
+def process_cpu_ns(pid: int, children: bool = True) -> int:
+    """CPU time of one process, its threads (live and ended) and, with ``children``, its reaped
+    children, in ns; 0 when it is gone. The process clock is exact for a task on a core; the
+    children's share is in ticks."""
     try:
         own = time.clock_gettime_ns(((~pid) << 3) | 2)  # the process's CPUCLOCK_SCHED clock id
     except OSError:
         return 0
+    if not children:
+        return own
     try:
         with open(f"/proc/{pid}/stat") as fh:
             fields = fh.read().rsplit(")", 1)[1].split()
@@ -427,12 +430,18 @@ class Jail:
 
         Read through each live process's CPU-time clock, which brings a running task's accounting up
         to date (``/proc/<pid>/schedstat`` and cgroup counters lag a running task by up to a tick: a
-        call read while the runner was still on a core would be charged to the next one). Reaped
-        children count through their reaper's ``cutime``/``cstime`` (tick-granular)."""
-        total = 0
-        for pid in self.pids():
-            total += process_cpu_ns(pid)
-        return total
+        call read while the runner was still on a core would be charged to the next one). Processes
+        that ended count through their reaper's ``cutime``/``cstime``, in 10 ms ticks, only without
+        a cgroup: with one, the session charges them from the cgroup's exact total at each freeze
+        (``CpuWindow``), and ticks landing on single calls would only hide from a median there."""
+        children = self.cgroup is None
+        return sum(process_cpu_ns(pid, children) for pid in self.pids())
+
+    def group_cpu_ns(self) -> int | None:
+        """CPU time of everything that ever ran in the jail's cgroup (processes that have ended
+        included, to the microsecond), or None without a cgroup. Exact only while nothing in the
+        jail runs (frozen, or idle): a running task's share is brought up to date at ticks."""
+        return self.cgroup.cpu_ns() if self.cgroup is not None else None
 
     def set_cpus(self, cpus: list[int]) -> None:
         """Move every thread of the jail's processes to ``cpus`` (a spare started on other cores)."""

@@ -313,9 +313,12 @@ class RunnerHandle:
             return f"killed by {name}"
         return f"exited with code {code}"
 
-    def freeze(self) -> None:
-        if self.jail is not None:
-            self.jail.freeze()
+    def freeze(self) -> int | None:
+        """Stop the jail; return its cgroup's CPU time once stopped (None without a cgroup)."""
+        if self.jail is None:
+            return None
+        self.jail.freeze()
+        return self.jail.group_cpu_ns()
 
     def thaw(self) -> None:
         if self.jail is not None:

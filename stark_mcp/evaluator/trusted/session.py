@@ -67,6 +67,47 @@ class Budget:
         return left
 
 
+# CPU a jail may use between two freezes beyond what its calls' clocks saw, without a charge: waking
+# from the freezer and the harness's cleanup after the last call of a block (measured: under 0.1 ms).
+WINDOW_ALLOWANCE_NS = 1_000_000
+
+
+@dataclass
+class CpuWindow:
+    """The candidate jail's CPU between two freezes, against the sum of its calls' brackets.
+
+    Each call's bracket is read from the clocks of the jail's live processes, which see a process that
+    ended in between only through its parent's tick-granular child times: work done in a child that
+    lives for one call (a clone sharing its memory, a fork) would be missed by every call's median.
+    The jail's cgroup counts every process that ever ran in it, to the microsecond, and is exact once
+    the jail is frozen. What it saw beyond the brackets (less an allowance) is spread over the window's
+    timed calls."""
+
+    start_ns: int | None = None
+    accounted_ns: int = 0
+    calls: int = 0
+    timed: list[int] = field(default_factory=list)  # indices of the window's timed samples
+    hidden_ns: int = 0  # charged so far, for the finding
+    charged_calls: int = 0
+
+    def account(self, bracket_ns: int) -> None:
+        self.accounted_ns += bracket_ns
+        self.calls += 1
+
+    def settle(self, frozen_ns: int | None, cand: timing.Samples) -> None:
+        if frozen_ns is None:
+            return
+        if self.start_ns is not None and self.calls:
+            excess = frozen_ns - self.start_ns - self.accounted_ns - WINDOW_ALLOWANCE_NS
+            if excess > 0 and self.timed:
+                per_call_ms = excess / self.calls / 1e6
+                for i in self.timed:
+                    cand.bracket_ms[i] += per_call_ms
+                self.hidden_ns += excess
+                self.charged_calls += len(self.timed)
+        self.start_ns, self.accounted_ns, self.calls, self.timed = frozen_ns, 0, 0, []
+
+
 class Session:
     def __init__(
         self,
@@ -92,6 +133,7 @@ class Session:
         )
         self.launches: list[dict[str, Any]] | None = None  # the same, per launch with its shape
         self.rng = random.Random(secrets.randbits(64))
+        self.window = CpuWindow()  # CPU: the candidate jail's whole CPU time between two freezes
 
     # -- entry ---------------------------------------------------------------------------------------
     def run(self, runner: RunnerHandle, job: dict[str, Any]) -> dict[str, Any]:
@@ -208,7 +250,10 @@ class Session:
     # -- one call ------------------------------------------------------------------------------------
     def _call(self, driver: Driver, shape: int, budget: Budget) -> Made:
         try:
-            return driver.call(shape, budget.left())
+            made = driver.call(shape, budget.left())
+            if not self.tools.cuda:
+                self.window.account(made.outcome.bracket_ns)
+            return made
         except RunnerTimeout:
             raise Stop(
                 "timeout",
@@ -380,14 +425,16 @@ class Session:
         block = max(1, min(50, int(0.02 / per_call_s)))
         for _ in range(3):  # the baseline runner is warm; three calls settle its clocks
             self.baseline.call(shape, budget.left())
+        self.window = CpuWindow()  # what ran before the timing loop is not counted
         spent = 0.0  # trusted seconds of the candidate's timed calls: GPU wall, or CPU time on the CPU
         index = 0
         while True:
-            self._baseline_block(shape, block, base, budget)
+            self._baseline_block(shape, block, base, budget, cand)
             for _ in range(block):
                 made = self._call(self.driver, shape, budget)
                 checked = self._checked(forced, index)
                 self._judge(made, checked, "timing")
+                self.window.timed.append(len(cand.bracket_ms))
                 cand.add(made.outcome.reported_ns, made.outcome.bracket_ns)
                 spent += made.outcome.bracket_ns / 1e9
                 self.timed += 1
@@ -402,8 +449,24 @@ class Session:
         while self.timed_checked < min(int(s["min_timed_checks"]), index):  # slow kernels: top up the checks
             self._judge(self._call(self.driver, shape, budget), True, "timing")
             self.timed_checked += 1
-        self._baseline_block(shape, block, base, budget)
+        self._baseline_block(shape, block, base, budget, cand)
+        self._note_hidden(shape)
         return self._figure(shape, cand, base)
+
+    def _note_hidden(self, shape: int) -> None:
+        hidden, calls = self.window.hidden_ns, self.window.charged_calls
+        self.window.hidden_ns, self.window.charged_calls = 0, 0
+        if not calls:
+            return
+        label = self.problem.shapes[shape].label
+        prefix = f"{label}: " if len(self.problem.shapes) > 1 else ""
+        self.findings.append(
+            f"{prefix}hidden_cpu: the candidate's jail used {hidden / 1e6:.3g} ms of CPU that no live "
+            f"process's clock showed (processes that ended between calls); charged to its timed calls "
+            f"({hidden / 1e6 / calls:.3g} ms each)"
+        )
+        if "hidden_cpu" not in self.flags:
+            self.flags.append("hidden_cpu")
 
     def _note_jit(self, shape: int, before: int | None, after: int | None) -> None:
         """Flag a candidate whose timed calls still compiled or autotuned Triton kernels."""
@@ -418,11 +481,22 @@ class Session:
             "specializations the same from call to call)"
         )
 
-    def _baseline_block(self, shape: int, calls: int, samples: timing.Samples, budget: Budget) -> None:
-        """Baseline calls with the candidate frozen; on a GPU, first make sure it left nothing running."""
+    def _baseline_block(
+        self,
+        shape: int,
+        calls: int,
+        samples: timing.Samples,
+        budget: Budget,
+        cand: timing.Samples | None = None,
+    ) -> None:
+        """Baseline calls with the candidate frozen; on a GPU, first make sure it left nothing running.
+        On the CPU, the candidate's jail is settled first: CPU time its calls' clocks did not see
+        (processes that ended between two reads) is charged to its timed calls (``CpuWindow``)."""
         assert self.driver is not None
         runner = self.driver.runner
-        runner.freeze()
+        frozen_cpu = runner.freeze()
+        if not self.tools.cuda and cand is not None:
+            self.window.settle(frozen_cpu, cand)
         try:
             if self.tools.gpu_busy():
                 runner.close()
