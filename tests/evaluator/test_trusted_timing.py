@@ -136,3 +136,13 @@ def test_cpu_the_live_clocks_missed_is_charged_to_the_windows_timed_calls() -> N
     assert cand.bracket_ms[-1] == pytest.approx(0.1) and window.hidden_ns == hidden
     window.settle(None, cand)  # no cgroup: nothing to compare with, nothing changes
     assert window.hidden_ns == hidden
+
+
+def test_a_report_gets_no_slack_once_the_trusted_clock_caught_hidden_work() -> None:
+    cand = timing.Samples()
+    for _ in range(20):
+        cand.add(180_000, 200_000)  # 0.18 ms reported, 0.2 ms bracket: inside the slack
+    over = timing.Overhead(0.0, 0.0, 20)
+    assert timing.bounded(cand, over, 0.05, 0.15).source == "reported"
+    distrusted = timing.bounded(cand, over, 0.05, 0.15, believe_report=False)
+    assert distrusted.source == "external" and distrusted.samples_ms == pytest.approx([0.2] * 20)

@@ -85,9 +85,12 @@ def bounded(
     abs_slack_ms: float,
     rel_slack: float,
     forged_gap_ms: float = 0.0,
+    believe_report: bool = True,
 ) -> Figure:
     """The figure of record. ``forged_gap_ms``: how far below the trusted figure a report must also
-    land to be called forgery (the harness's honest differences, which the GPU has more of)."""
+    land to be called forgery (the harness's honest differences, which the GPU has more of).
+    ``believe_report=False``: the trusted clock caught work the candidate's clocks cannot have seen
+    (CPU time of processes that ended between calls), so its report gets no slack at all."""
     reported = statistics.median(candidate.reported_ms) if candidate.reported_ms else None
     if over is None or not candidate.bracket_ms or reported is None:
         return Figure(
@@ -101,7 +104,7 @@ def bounded(
     external_samples = [max(b - over.median_ms, 0.0) for b in candidate.bracket_ms]
     external = statistics.median(external_samples)
     slack = slack_ms(external, over, len(external_samples), abs_slack_ms, rel_slack)
-    if reported >= external - slack:
+    if believe_report and reported >= external - slack:
         return Figure(
             list(candidate.reported_ms), reported, external, over.median_ms, "reported", [], False, slack
         )
