@@ -41,15 +41,6 @@ MODES = {
 }
 
 
-def load_kernelbench(path: Path, level: int, problem_id: int) -> dict[str, Any]:
-    with path.open() as fh:
-        for line in fh:
-            row = json.loads(line)
-            if row["level"] == level and row["problem_id"] == problem_id:
-                return row
-    raise SystemExit(f"no problem {level}/{problem_id} in {path}")
-
-
 def module_of(code: str) -> types.ModuleType:
     module = types.ModuleType("kb_problem")
     exec(compile(code, "kb_problem.py", "exec"), module.__dict__)  # noqa: S102 - the user's own benchmark file
@@ -114,12 +105,11 @@ def plain(module: types.ModuleType, calls: int) -> dict[str, dict[str, Any]]:
     return rows
 
 
-async def evaluator(code: str, device: str) -> dict[str, float]:
+async def evaluator(problem: Any, device: str) -> dict[str, float]:
     from stark_mcp.evaluator import EvalSettings, Evaluator
-    from stark_mcp.problems import problem_from_source
 
-    problem = problem_from_source(code, name="compile_modes")
-    candidate = re.sub(r"\bModel\b", "ModelNew", code)  # the reference itself, under the candidate's name
+    # The reference itself, under the candidate's name: its own time is what each baseline is timed against.
+    candidate = re.sub(r"\bModel\b", "ModelNew", problem.source)
     settings = EvalSettings(baselines=tuple(MODES), profile=False)
     async with Evaluator(Path(tempfile.mkdtemp()), settings) as ev:
         evaluation = await ev.evaluate(problem, candidate, device=device, settings=settings, use_cache=False)
@@ -138,11 +128,12 @@ def main() -> None:
     parser.add_argument("--skip-evaluator", action="store_true")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
-    level, problem_id = (int(x) for x in args.problem.split("/"))
-    row = load_kernelbench(args.kernelbench, level, problem_id)
-    rows = plain(module_of(row["code"]), args.calls)
-    ours = {} if args.skip_evaluator else asyncio.run(evaluator(row["code"], args.device))
-    print(f"\n### {row['name']} (level {level}), medians in ms\n")
+    from stark_mcp.problems import load_problem
+
+    problem = load_problem(f"{args.kernelbench}:{args.problem}")  # the project's own JSONL selector
+    rows = plain(module_of(problem.source), args.calls)
+    ours = {} if args.skip_evaluator else asyncio.run(evaluator(problem, args.device))
+    print(f"\n### {problem.name} (level {problem.level}), medians in ms\n")
     print("| baseline | mode | same input | fresh inputs | evaluator | top kernels of one fresh call (us) |")
     print("|---|---|---|---|---|---|")
     for name, mode in MODES.items():
@@ -154,7 +145,8 @@ def main() -> None:
             f"{f'{evaluated:.4f}' if evaluated else '-'} | {kernels} |"
         )
     if args.json:
-        args.json.write_text(json.dumps({"problem": row["name"], "plain": rows, "evaluator": ours}, indent=1))
+        report = {"problem": problem.name, "plain": rows, "evaluator": ours}
+        args.json.write_text(json.dumps(report, indent=1))
 
 
 if __name__ == "__main__":

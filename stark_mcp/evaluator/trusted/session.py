@@ -68,7 +68,8 @@ class Budget:
 
 
 # CPU a jail may use between two freezes beyond what its calls' clocks saw, without a charge: waking
-# from the freezer and the harness's cleanup after the last call of a block (measured: under 0.1 ms).
+# from the freezer and the harness's cleanup after the last call of a block (honest candidates on the
+# 2-core CI machine: 0.08-0.45 ms over a whole evaluation).
 WINDOW_ALLOWANCE_NS = 1_000_000
 
 
@@ -87,7 +88,7 @@ class CpuWindow:
     accounted_ns: int = 0
     calls: int = 0
     timed: list[int] = field(default_factory=list)  # indices of the window's timed samples
-    hidden_ns: int = 0  # charged so far, for the finding
+    hidden_ns: int = 0  # charged in this shape's timing loop, for the finding
     charged_calls: int = 0
 
     def account(self, bracket_ns: int) -> None:
@@ -455,8 +456,7 @@ class Session:
         return self._figure(shape, cand, base)
 
     def _note_hidden(self, shape: int) -> None:
-        hidden, calls = self.window.hidden_ns, self.window.charged_calls
-        self.window.hidden_ns, self.window.charged_calls = 0, 0
+        hidden, calls = self.window.hidden_ns, self.window.charged_calls  # this shape's window
         if not calls:
             return
         self.hidden_shapes.add(shape)
