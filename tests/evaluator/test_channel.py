@@ -13,6 +13,7 @@ import json
 import socket
 import struct
 import threading
+import time
 
 import pytest
 
@@ -64,8 +65,29 @@ def test_a_peer_stalling_inside_a_frame_is_a_frame_error(pair, monkeypatch: pyte
     ours, theirs = pair
     header, body = encoded({"kind": "ready"})
     theirs.sendall(header + body[:3])
-    with pytest.raises(frames.FrameError, match="stalled inside a frame"):
+    with pytest.raises(frames.FrameError, match="took more than"):
         frames.recv(ours.fileno(), timeout=5.0)
+
+
+def test_a_peer_trickling_a_frame_cannot_hold_the_reader(pair, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A byte every 0.1 s never stalls for long, but the whole frame must arrive within the limit.
+    monkeypatch.setattr(frames, "FRAME_STALL_S", 0.5)
+    ours, theirs = pair
+    header, body = encoded({"kind": "ready", "pad": "x" * 64})
+    stop = threading.Event()
+
+    def trickle() -> None:
+        for byte in header + body:
+            if stop.wait(0.1):
+                return
+            theirs.sendall(bytes([byte]))
+
+    threading.Thread(target=trickle, daemon=True).start()
+    started = time.monotonic()
+    with pytest.raises(frames.FrameError, match="took more than"):
+        frames.recv(ours.fileno(), timeout=5.0)
+    stop.set()
+    assert time.monotonic() - started < 2.0
 
 
 def test_a_stream_ending_inside_a_frame_is_a_frame_error(pair) -> None:

@@ -17,7 +17,7 @@ from typing import Any
 
 _HEADER = struct.Struct(">I")
 MAX_FRAME = 1 << 20
-FRAME_STALL_S = 30.0  # a started frame's bytes may arrive this far apart before the peer is given up on
+FRAME_STALL_S = 30.0  # a frame must be whole this long after its first byte, or the peer is given up on
 
 
 class FrameError(Exception):
@@ -38,50 +38,53 @@ def send(fd: int, obj: dict[str, Any]) -> None:
         view = view[written:]
 
 
-def _read_exact(fd: int, n: int, deadline: float | None, started: bool) -> bytes | None:
-    """``n`` bytes, or None at a clean end of stream before the first byte of a frame.
+def _read_exact(
+    fd: int, n: int, deadline: float | None, finish_by: float | None
+) -> tuple[bytes | None, float | None]:
+    """``n`` bytes (None at a clean end of stream before a frame's first byte), and the time by which
+    the frame must be complete.
 
     ``deadline`` bounds only the wait for a frame's first byte (``FrameTimeout``: nothing consumed,
-    so the caller may simply wait again). Once a frame has started its bytes are read to the end or
-    the peer is given up on (``FrameError``): a timeout that dropped half a frame would leave the
-    next read inside it, taking JSON text for a length."""
+    so the caller may simply wait again). From that byte on, the whole frame has ``FRAME_STALL_S`` to
+    arrive (``finish_by``), or the peer is given up on (``FrameError``): a timeout that dropped half a
+    frame would leave the next read inside it, taking JSON text for a length, and a peer trickling a
+    byte at a time must not hold the reader past any deadline."""
     chunks: list[bytes] = []
     got = 0
-    stall_by: float | None = time.monotonic() + FRAME_STALL_S if started else None
     while got < n:
-        limit = deadline if stall_by is None else stall_by
+        limit = deadline if finish_by is None else finish_by
         if limit is not None:
             remaining = limit - time.monotonic()
             if remaining <= 0:
-                if stall_by is None:
+                if finish_by is None:
                     raise FrameTimeout()
-                raise FrameError(f"the peer stalled inside a frame for {FRAME_STALL_S:g} s")
+                raise FrameError(f"a frame took more than {FRAME_STALL_S:g} s to arrive")
             ready, _, _ = select.select([fd], [], [], min(remaining, 1.0))
             if not ready:
                 continue
         chunk = os.read(fd, n - got)
         if not chunk:
-            if got == 0 and not started:
-                return None
+            if got == 0 and finish_by is None:
+                return None, None
             raise FrameError("the stream ended inside a frame")
+        if finish_by is None:
+            finish_by = time.monotonic() + FRAME_STALL_S
         chunks.append(chunk)
         got += len(chunk)
-        if stall_by is None:
-            stall_by = time.monotonic() + FRAME_STALL_S
-    return b"".join(chunks)
+    return b"".join(chunks), finish_by
 
 
 def recv(fd: int, timeout: float | None = None, max_bytes: int = MAX_FRAME) -> dict[str, Any] | None:
     """The next frame as a dict, or None at end of stream. Raises FrameError, and FrameTimeout when no
     frame began within ``timeout`` (then nothing was read: calling again is safe)."""
     deadline = None if timeout is None else time.monotonic() + timeout
-    header = _read_exact(fd, _HEADER.size, deadline, started=False)
+    header, finish_by = _read_exact(fd, _HEADER.size, deadline, None)
     if header is None:
         return None
     (size,) = _HEADER.unpack(header)
     if size > max_bytes:
         raise FrameError(f"a frame of {size} bytes exceeds the limit of {max_bytes}")
-    payload = _read_exact(fd, size, None, started=True)
+    payload, _ = _read_exact(fd, size, None, finish_by)
     if payload is None:
         raise FrameError("the stream ended inside a frame")
     try:
