@@ -39,7 +39,7 @@ from stark_mcp.evaluator.stats import timing_stats
 from stark_mcp.evaluator.workers import WorkerClient, WorkerCrashed, problem_frame
 from stark_mcp.problems import Problem, ProblemError, source_hash
 from stark_mcp.progress import Progress
-from stark_mcp.records import Evaluation, ProfileReport, Status, TimingStats
+from stark_mcp.records import Evaluation, ProfileReport, Status, TimingStats, TrustReport
 
 _STEPS = {
     "build": 1.0,
@@ -491,6 +491,12 @@ class Evaluator:
                     logs=outcome.logs,
                     phase_seconds=phase_seconds,
                     extensions=outcome.extensions,
+                    # A verdict reached at build time still says what walled the candidate off.
+                    trust=TrustReport(
+                        isolation=isolation.level,
+                        isolation_note=isolation.note,
+                        defences=[f"candidate's import and builds in their own jails ({isolation.level})"],
+                    ),
                 )
                 return staged
             staged.deferred, staged.logs = outcome.deferred, outcome.logs
