@@ -98,8 +98,58 @@ def test_with_the_worker_defaults_shaved_reports_gain_little(cuda: bool, true_ms
     assert halved.source == "external" and not halved.forged
     assert _median(halved.samples_ms) == pytest.approx(halved.external_ms, rel=0.02)
     assert _median(halved.samples_ms) >= true_ms * (0.95 if cuda else 0.8)
-    quartered = _figure(_candidate(random.Random(12), true_ms, lambda t, i: t / 4, 0.002), base, *slack)
+    quartered = timing.bounded(
+        _candidate(random.Random(12), true_ms, lambda t, i: t / 4, 0.002),
+        timing.overhead(base),
+        *slack,
+        forged_gap_overheads=s["forged_gap_overheads"],
+    )
     assert quartered.forged
+
+
+def test_on_the_cpu_a_gap_inside_the_harness_share_is_not_forgery() -> None:
+    # A 0.05 ms forward beside 0.32 ms of harness a call: the candidate runner's harness costing
+    # 0.13 ms more than the baseline's is no lie, and must not reject the candidate.
+    from stark_mcp.evaluator.trusted.worker import _session_settings
+
+    s = _session_settings({}, False)
+    base = _baseline(random.Random(2), 0.05, 0.001)
+    base.bracket_ms = [b + 0.2 for b in base.bracket_ms]
+    cand = _candidate(random.Random(3), 0.05, lambda t, i: t, 0.001)
+    cand.bracket_ms = [b + 0.33 for b in cand.bracket_ms]
+    over = timing.overhead(base)
+    floors = (s["abs_slack_ms"], s["rel_slack"], s["forged_gap_ms"])
+    assert timing.bounded(cand, over, *floors).forged  # the floor in ms alone would reject it
+    fig = timing.bounded(cand, over, *floors, forged_gap_overheads=s["forged_gap_overheads"])
+    assert not fig.forged and fig.source == "external"
+
+
+def _blocked(values: list[tuple[float, float]], size: int) -> timing.Samples:
+    s = timing.Samples()
+    for i, (reported, bracket) in enumerate(values):
+        if i % size == 0:
+            s.start_block()
+        s.add(int(reported * 1e6), int(bracket * 1e6))
+    return s
+
+
+def test_drift_between_blocks_widens_the_slack_where_per_call_spread_does_not() -> None:
+    # Each block of calls is steady, but the harness's share moves from block to block (a VM's CPU
+    # changing speed): the per-call spread is small, the block medians' spread is not.
+    rng = random.Random(8)
+    shares = [0.1, 0.25, 0.12, 0.3, 0.08, 0.22, 0.15, 0.28, 0.1, 0.2]
+    rows = [(0.05, 0.05 + share + rng.gauss(0, 0.001)) for share in shares for _ in range(4)]
+    drifting = timing.overhead(_blocked(rows, 4))
+    flat = timing.overhead(_blocked(sorted(rows, key=lambda r: r[1]), 40))  # one block: no batches
+    assert drifting is not None and flat is not None
+    assert drifting.blocks == 10 and drifting.block_sigma_ms is not None and flat.block_sigma_ms is None
+    wide = timing.slack_ms(1.0, drifting, 40, 0.01, 0.0, blocks=10)
+    narrow = timing.slack_ms(1.0, drifting, 40, 0.01, 0.0, blocks=0)
+    assert wide > 1.5 * narrow  # the drift counts once per block, not once per call
+    # However wide the noise, per call or per block, it widens the slack to a capped share only.
+    for blocks in (0, 10):
+        capped = timing.slack_ms(0.2, drifting, 40, 0.01, 0.0, blocks=blocks)
+        assert capped == pytest.approx(0.2 * timing.NOISE_SLACK_CAP)
 
 
 def test_a_gap_smaller_than_the_forgery_floor_is_not_called_forgery() -> None:
@@ -114,28 +164,44 @@ def test_a_gap_smaller_than_the_forgery_floor_is_not_called_forgery() -> None:
     assert _median(lenient.samples_ms) == pytest.approx(0.2, rel=0.05)
 
 
-def test_cpu_the_live_clocks_missed_is_charged_to_the_windows_timed_calls() -> None:
+def test_cpu_of_processes_that_ended_is_charged_to_the_windows_timed_calls() -> None:
+    from stark_mcp.evaluator.sandbox.launch import JailCpu
     from stark_mcp.evaluator.trusted.session import WINDOW_ALLOWANCE_NS, CpuWindow
 
     cand = timing.Samples()
     window = CpuWindow()
-    window.settle(1_000_000_000, cand)  # the first freeze opens the first window
-    for _ in range(4):  # two untimed (checked top-up) calls, two timed ones, 0.1 ms each
-        window.account(100_000)
+    window.settle(JailCpu(1_000_000_000, {10: 600_000_000, 11: 400_000_000}), cand)  # opens the window
+    window.calls = 4  # two untimed (checked top-up) calls, two timed ones
     for _ in range(2):
         window.timed.append(len(cand.bracket_ms))
         cand.add(100_000, 100_000)
     hidden = 4 * 300_000  # 0.3 ms a call done by processes that ended in between
-    window.settle(1_000_000_000 + 4 * 100_000 + hidden + WINDOW_ALLOWANCE_NS, cand)
-    assert cand.bracket_ms == pytest.approx([0.4, 0.4]) and window.hidden_ns == hidden
-    # An honest window: the jail used no more than its calls' brackets (plus waking up): no charge.
-    window.account(100_000)
+    # The live processes used 0.4 ms (calls, and the harness between them); process 11 ended after
+    # doing 0.2 ms more, a child (pid 12) came and stayed: all of it but what ended is on live clocks.
+    live = {10: 600_000_000 + 400_000, 12: 50_000}
+    gone = 200_000
+    window.settle(JailCpu(1_000_000_000 + 400_000 + 50_000 + gone + hidden + WINDOW_ALLOWANCE_NS, live), cand)
+    charged = gone + hidden
+    assert cand.bracket_ms == pytest.approx([0.1 + charged / 4 / 1e6] * 2) and window.hidden_ns == charged
+    # An honest window: whatever the live processes did between calls, nothing ended: no charge.
+    window.calls = 1
     window.timed.append(len(cand.bracket_ms))
     cand.add(100_000, 100_000)
-    window.settle(window.start_ns + 100_000 + WINDOW_ALLOWANCE_NS // 2, cand)
-    assert cand.bracket_ms[-1] == pytest.approx(0.1) and window.hidden_ns == hidden
+    assert window.start is not None
+    busy = {pid: ns + 5_000_000 for pid, ns in window.start.live_ns.items()}
+    window.settle(JailCpu(window.start.group_ns + 10_000_000 + WINDOW_ALLOWANCE_NS // 2, busy), cand)
+    assert cand.bracket_ms[-1] == pytest.approx(0.1) and window.hidden_ns == charged
     window.settle(None, cand)  # no cgroup: nothing to compare with, nothing changes
-    assert window.hidden_ns == hidden
+    assert window.hidden_ns == charged
+
+
+def test_a_reused_pid_can_only_raise_what_ended() -> None:
+    from stark_mcp.evaluator.sandbox.launch import JailCpu
+
+    before = JailCpu(10_000_000, {7: 9_000_000})
+    # pid 7 ended after 1 ms more; a new process got pid 7 and used 0.5 ms: 1 ms went to a dead one.
+    after = JailCpu(11_500_000, {7: 500_000})
+    assert after.ended_since(before) >= 1_000_000
 
 
 def test_a_report_gets_no_slack_once_the_trusted_clock_caught_hidden_work() -> None:

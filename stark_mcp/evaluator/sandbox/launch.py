@@ -145,6 +145,21 @@ def _kill_uid(uid: int, rounds: int = 50) -> None:
         time.sleep(0.005)
 
 
+@dataclass(frozen=True)
+class JailCpu:
+    """A frozen jail's CPU time two ways: its cgroup's total, and each live process's own clock."""
+
+    group_ns: int
+    live_ns: dict[int, int]
+
+    def ended_since(self, earlier: JailCpu) -> int:
+        """CPU time spent since ``earlier`` by processes no live clock shows any more: children that
+        ended in between (a process started since then counts in full; a pid reused by a new process
+        lowers the live sum, which only raises this figure)."""
+        live = sum(ns - earlier.live_ns.get(pid, 0) for pid, ns in self.live_ns.items())
+        return self.group_ns - earlier.group_ns - live
+
+
 def process_cpu_ns(pid: int, children: bool = True) -> int:
     """CPU time of one process, its threads (live and ended) and, with ``children``, its reaped
     children, in ns; 0 when it is gone. The process clock is exact for a task on a core; the
@@ -437,11 +452,16 @@ class Jail:
         children = self.cgroup is None
         return sum(process_cpu_ns(pid, children) for pid in self.pids())
 
-    def group_cpu_ns(self) -> int | None:
-        """CPU time of everything that ever ran in the jail's cgroup (processes that have ended
-        included, to the microsecond), or None without a cgroup. Exact only while nothing in the
-        jail runs (frozen, or idle): a running task's share is brought up to date at ticks."""
-        return self.cgroup.cpu_ns() if self.cgroup is not None else None
+    def cpu_snapshot(self) -> JailCpu | None:
+        """The cgroup's CPU time (everything that ever ran in it, processes that have ended included,
+        to the microsecond) beside each live process's clock, or None without a cgroup. Take it with
+        the jail frozen: the two then agree except for the processes that ended in between."""
+        if self.cgroup is None:
+            return None
+        group = self.cgroup.cpu_ns()
+        if group is None:
+            return None
+        return JailCpu(group, {pid: process_cpu_ns(pid, children=False) for pid in self.pids()})
 
     def set_cpus(self, cpus: list[int]) -> None:
         """Move every thread of the jail's processes to ``cpus`` (a spare started on other cores)."""

@@ -30,7 +30,7 @@ import torch
 
 from stark_mcp.evaluator.common import control, frames
 from stark_mcp.evaluator.common.regions import Region
-from stark_mcp.evaluator.sandbox.launch import Jail, JailSpec
+from stark_mcp.evaluator.sandbox.launch import Jail, JailCpu, JailSpec
 from stark_mcp.evaluator.sandbox.levels import IsolationInfo
 
 RUNNER_MODULE = "stark_mcp.evaluator.untrusted.runner"
@@ -313,12 +313,18 @@ class RunnerHandle:
             return f"killed by {name}"
         return f"exited with code {code}"
 
-    def freeze(self) -> int | None:
-        """Stop the jail; return its cgroup's CPU time once stopped (None without a cgroup)."""
+    def freeze(self) -> JailCpu | None:
+        """Stop the jail; return its CPU time once stopped, as its cgroup and its live processes'
+        clocks count it (None without a cgroup)."""
         if self.jail is None:
             return None
         self.jail.freeze()
-        return self.jail.group_cpu_ns()
+        return self.jail.cpu_snapshot()
+
+    def restart_charges(self) -> None:
+        """Charge the next call from its GO, not from the previous call's end. Done for every runner
+        at the start of each timing block, so the two runners of a comparison are charged alike."""
+        self._cpu_mark = None
 
     def thaw(self) -> None:
         if self.jail is not None:

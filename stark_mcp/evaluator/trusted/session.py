@@ -27,6 +27,7 @@ import torch
 
 from stark_mcp.evaluator.common import frames
 from stark_mcp.evaluator.common.control import ControlError
+from stark_mcp.evaluator.sandbox.launch import JailCpu
 from stark_mcp.evaluator.trusted import compare, timing
 from stark_mcp.evaluator.trusted.driver import DeviceTools, Driver, Made
 from stark_mcp.evaluator.trusted.problem import LoadedProblem, ProblemFailure, ResourceExhausted
@@ -67,46 +68,40 @@ class Budget:
         return left
 
 
-# CPU a jail may use between two freezes beyond what its calls' clocks saw, without a charge: waking
-# from the freezer and the harness's cleanup after the last call of a block (honest candidates on the
-# 2-core CI machine: 0.08-0.45 ms over a whole evaluation).
-WINDOW_ALLOWANCE_NS = 1_000_000
+# CPU that processes which ended between two freezes may have used without a charge: the cgroup counts
+# in microseconds, the live clocks in nanoseconds. Honest candidates leave no dead processes at all.
+WINDOW_ALLOWANCE_NS = 20_000
 
 
 @dataclass
 class CpuWindow:
-    """The candidate jail's CPU between two freezes, against the sum of its calls' brackets.
+    """The candidate jail's CPU between two freezes: its cgroup's total against its live processes'.
 
     Each call's bracket is read from the clocks of the jail's live processes, which see a process that
     ended in between only through its parent's tick-granular child times: work done in a child that
     lives for one call (a clone sharing its memory, a fork) would be missed by every call's median.
-    The jail's cgroup counts every process that ever ran in it, to the microsecond, and is exact once
-    the jail is frozen. What it saw beyond the brackets (less an allowance) is spread over the window's
-    timed calls."""
+    The jail's cgroup counts every process that ever ran in it, to the microsecond; frozen, the two
+    agree but for the processes that ended. Their CPU (less an allowance) is spread over the window's
+    timed calls. Work of the live processes between calls is the harness's, on both runners alike."""
 
-    start_ns: int | None = None
-    accounted_ns: int = 0
+    start: JailCpu | None = None
     calls: int = 0
     timed: list[int] = field(default_factory=list)  # indices of the window's timed samples
     hidden_ns: int = 0  # charged in this shape's timing loop, for the finding
     charged_calls: int = 0
 
-    def account(self, bracket_ns: int) -> None:
-        self.accounted_ns += bracket_ns
-        self.calls += 1
-
-    def settle(self, frozen_ns: int | None, cand: timing.Samples) -> None:
-        if frozen_ns is None:
+    def settle(self, frozen: JailCpu | None, cand: timing.Samples) -> None:
+        if frozen is None:
             return
-        if self.start_ns is not None and self.calls:
-            excess = frozen_ns - self.start_ns - self.accounted_ns - WINDOW_ALLOWANCE_NS
+        if self.start is not None and self.calls:
+            excess = frozen.ended_since(self.start) - WINDOW_ALLOWANCE_NS
             if excess > 0 and self.timed:
                 per_call_ms = excess / self.calls / 1e6
                 for i in self.timed:
                     cand.bracket_ms[i] += per_call_ms
                 self.hidden_ns += excess
                 self.charged_calls += len(self.timed)
-        self.start_ns, self.accounted_ns, self.calls, self.timed = frozen_ns, 0, 0, []
+        self.start, self.calls, self.timed = frozen, 0, []
 
 
 class Session:
@@ -253,8 +248,7 @@ class Session:
     def _call(self, driver: Driver, shape: int, budget: Budget) -> Made:
         try:
             made = driver.call(shape, budget.left())
-            if not self.tools.cuda:
-                self.window.account(made.outcome.bracket_ns)
+            self.window.calls += 1
             return made
         except RunnerTimeout:
             raise Stop(
@@ -432,6 +426,7 @@ class Session:
         index = 0
         while True:
             self._baseline_block(shape, block, base, budget, cand)
+            cand.start_block()
             for _ in range(block):
                 made = self._call(self.driver, shape, budget)
                 checked = self._checked(forced, index)
@@ -499,6 +494,7 @@ class Session:
         frozen_cpu = runner.freeze()
         if not self.tools.cuda and cand is not None:
             self.window.settle(frozen_cpu, cand)
+        self.baseline.runner.restart_charges()  # the candidate's next call is charged from its GO too
         try:
             if self.tools.gpu_busy():
                 runner.close()
@@ -510,6 +506,7 @@ class Session:
                         "the candidate left GPU work running while it was frozen for the baseline's timing",
                     )
                 raise InfraError("the GPU is busy with work from another process")
+            samples.start_block()
             for _ in range(calls):
                 try:
                     made = self.baseline.call(shape, budget.left())
@@ -532,6 +529,7 @@ class Session:
             float(s["rel_slack"]),
             float(s["forged_gap_ms"]),
             believe_report=shape not in self.hidden_shapes,
+            forged_gap_overheads=float(s["forged_gap_overheads"]),
         )
         label = self.problem.shapes[shape].label
         self.findings += [f"{label}: {f}" if len(self.problem.shapes) > 1 else f for f in fig.findings]

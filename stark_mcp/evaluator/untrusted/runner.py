@@ -244,12 +244,22 @@ class Runner:
                     "reason": "exception",
                     "message": f"forward raised {loading.describe(exc)}"[:2000],
                 }
+            if not self.cuda:
+                # The CPU's trusted clock is the jail's CPU time, read as soon as DONE lands: work
+                # after DONE would fall on this call or the next by a race, which made every runner's
+                # per-call brackets bimodal and the medians of two runners of the same code apart.
+                tampered = self.between_calls(shape)
             self.side.done(seq, reported_ns, meta)
             control.ring(self.done_bell)
-            # Off the clock: free the last call's objects, check our own functions, build the next views.
-            self.last = None
-            tampered = self.functions.replaced()
-            self.prepare(shape)
+            if self.cuda:  # the GPU's trusted clock is wall time: this work stays off it
+                tampered = self.between_calls(shape)
+
+    def between_calls(self, shape: int) -> list[str]:
+        """Free the last call's objects, check our own functions, build the next views."""
+        self.last = None
+        tampered = self.functions.replaced()
+        self.prepare(shape)
+        return tampered
 
     def exit(self) -> None:
         """Leave when the worker asks (a runner under an outside tool): through libc's exit, so the
