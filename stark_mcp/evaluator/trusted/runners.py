@@ -314,12 +314,12 @@ class RunnerHandle:
         return f"exited with code {code}"
 
     def freeze(self) -> JailCpu | None:
-        """Stop the jail; return its CPU time once stopped, as its cgroup and its live processes'
-        clocks count it (None without a cgroup)."""
+        """Stop the jail; on the CPU, return its CPU time once stopped, as its cgroup and its live
+        processes' clocks count it (None on a GPU, whose figure is wall time, or without a cgroup)."""
         if self.jail is None:
             return None
         self.jail.freeze()
-        return self.jail.cpu_snapshot()
+        return None if self.cuda else self.jail.cpu_snapshot()
 
     def restart_charges(self) -> None:
         """Charge the next call from its GO, not from the previous call's end. Done for every runner

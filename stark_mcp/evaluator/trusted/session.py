@@ -492,7 +492,7 @@ class Session:
         assert self.driver is not None
         runner = self.driver.runner
         frozen_cpu = runner.freeze()
-        if not self.tools.cuda and cand is not None:
+        if cand is not None:
             self.window.settle(frozen_cpu, cand)
         self.baseline.runner.restart_charges()  # the candidate's next call is charged from its GO too
         try:
