@@ -36,6 +36,7 @@ from stark_mcp.evaluator.logs import trim_compiler_log, trim_tail
 from stark_mcp.evaluator.probe import DeviceInfo
 from stark_mcp.evaluator.sandbox import jail_dirs
 from stark_mcp.evaluator.sandbox.env import scrub_env
+from stark_mcp.evaluator.sandbox.host_layout import spare_cores
 from stark_mcp.evaluator.sandbox.jail_dirs import JailPathError
 from stark_mcp.evaluator.sandbox.launch import (
     Jail,
@@ -43,7 +44,6 @@ from stark_mcp.evaluator.sandbox.launch import (
     Mount,
     inside_path,
     reclaim_tree,
-    spare_cores,
 )
 from stark_mcp.evaluator.sandbox.levels import IsolationInfo
 from stark_mcp.records import Status
@@ -399,7 +399,6 @@ def _bad_request(why: str) -> BuildOutcome:
         reason="request",
         message=f"the extension build request was rejected: {why}",
     )
-
 
 
 def _read_log(path: Path, head: int = 16 << 10, tail: int = 48 << 10) -> str:

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from stark_mcp.evaluator.sandbox.cgroups import CGroup
+from stark_mcp.evaluator.sandbox.host_layout import GpuLayoutError, gpu_device_nodes, jail_visible_devices
 from stark_mcp.evaluator.sandbox.levels import IsolationInfo, detect
 
 SCRATCH_INSIDE = "/tmp"
@@ -36,16 +37,6 @@ SCRATCH_INSIDE = "/tmp"
 ALWAYS_HIDDEN = ("/home", "/root", "/var/tmp", "/run/user", "/dev/shm")
 UID_COUNT = 512
 
-
-
-PIN_MIN_CORES = 8  # GPU machines with this many cores pin the worker and the runners to their own cores
-
-
-def spare_cores() -> list[int]:
-    """Cores off the worker's and the timed runners' (0-2, on a machine that pins them): where
-    builders and spares starting beside a timing loop run. None on a machine that does not pin."""
-    count = os.cpu_count() or 1
-    return list(range(3, count)) if count >= PIN_MIN_CORES else []
 
 @dataclass(frozen=True)
 class Mount:
@@ -203,32 +194,6 @@ def descendants(pid: int) -> list[int]:
     return out
 
 
-# ---- GPU device nodes --------------------------------------------------------------------------------
-
-
-def gpu_device_nodes(index: int) -> list[str]:
-    """The /dev/nvidia* nodes a process needs for GPU ``index`` only (PCI bus order)."""
-    common = ["/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools", "/dev/nvidia-modeset"]
-    minors: list[tuple[str, int]] = []
-    base = "/proc/driver/nvidia/gpus"
-    try:
-        for bus in sorted(os.listdir(base)):
-            with open(os.path.join(base, bus, "information")) as fh:
-                for line in fh:
-                    if line.startswith("Device Minor:"):
-                        minors.append((bus.lower(), int(line.split(":")[1])))
-    except (OSError, ValueError):
-        minors = []
-    if minors:
-        minors.sort()
-        if index >= len(minors):
-            raise JailError(f"GPU {index} does not exist here ({len(minors)} found)")
-        own = f"/dev/nvidia{minors[index][1]}"
-    else:
-        own = f"/dev/nvidia{index}"
-    return [p for p in [*common, own] if os.path.exists(p)]
-
-
 # ---- the jail ----------------------------------------------------------------------------------------
 
 
@@ -295,6 +260,8 @@ class Jail:
                     os.chmod(m.src, 0o700)
         env = dict(spec.env)
         env["HOME"] = self.scratch  # never the user's: tools read config (and secrets) from HOME
+        if self.level == "sandbox" and spec.gpu is not None:
+            env["CUDA_VISIBLE_DEVICES"] = jail_visible_devices(spec.gpu)  # only its own node is inside
         env["TMPDIR"] = self.scratch
         if self._uid is not None:
             # A uid of our own has no passwd entry: getpass.getuser() (the torch profiler, Triton's
@@ -378,7 +345,11 @@ class Jail:
             argv += ["--unshare-user", "--disable-userns"]
         argv += ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
         if spec.gpu is not None:
-            for node in gpu_device_nodes(spec.gpu):
+            try:
+                nodes = gpu_device_nodes(spec.gpu)
+            except GpuLayoutError as exc:
+                raise JailError(str(exc)) from None
+            for node in nodes:
                 argv += ["--dev-bind", node, node]
             if os.path.isdir("/dev/nvidia-caps"):
                 argv += ["--dev-bind", "/dev/nvidia-caps", "/dev/nvidia-caps"]

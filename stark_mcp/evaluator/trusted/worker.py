@@ -34,7 +34,8 @@ from stark_mcp.evaluator.common import frames
 from stark_mcp.evaluator.outside_tools import TOOLS, ToolPaths
 from stark_mcp.evaluator.sandbox.cgroups import remove_own, sweep_stale
 from stark_mcp.evaluator.sandbox.env import scrub_env
-from stark_mcp.evaluator.sandbox.launch import PIN_MIN_CORES, JailSpec, Mount, inside_path, spare_cores
+from stark_mcp.evaluator.sandbox.host_layout import spare_cores, timing_cores
+from stark_mcp.evaluator.sandbox.launch import JailSpec, Mount, inside_path
 from stark_mcp.evaluator.sandbox.levels import IsolationInfo, SandboxPolicy, detect
 from stark_mcp.evaluator.trusted import profiling, timing
 from stark_mcp.evaluator.trusted.driver import DeviceTools, Driver, free_bytes, host_available_bytes
@@ -144,7 +145,7 @@ class Worker:
             major, minor = torch.cuda.get_device_capability(device)
             self.arch_env = {"TORCH_CUDA_ARCH_LIST": f"{major}.{minor}"}
         self.problems: dict[str, ProblemState] = {}
-        self.gpu_index = gpu_index  # the physical index: the jail's CUDA_VISIBLE_DEVICES
+        self.gpu_index = gpu_index  # the host index (PCI order): which node and cores its jails get
         self.hidden: list[str] = []
         self.visible: list[str] = []
         self.spares: list[Spare] = []
@@ -171,10 +172,10 @@ class Worker:
         if not self.cuda and threads > 0:
             if count > threads:
                 cpus = list(range(count - threads, count))
-        elif self.cuda and count >= PIN_MIN_CORES:
-            # Each side of a GPU timing handshake spins on a core of its own: the worker on 0, the
-            # baseline runner on 1, candidate runners on 2 (builders stay off 0-2).
-            cpus = [1] if name == "baseline" else [2]
+        elif self.cuda and (own := timing_cores(self.gpu_index)):
+            # Each side of a GPU timing handshake spins on a core of its own, and each GPU of the host
+            # has its own three (host_layout.py): builders and other GPUs' runners stay off them.
+            cpus = [own[1]] if name == "baseline" else [own[2]]
         return JailSpec(
             argv=[],
             env=env,
@@ -730,8 +731,8 @@ def main(argv: list[str]) -> None:
     outside = ToolPaths.from_json(argv[6]) if len(argv) > 6 else ToolPaths()
     sys.path[:] = [p for p in sys.path if p not in ("", os.getcwd())]
     _prctl_subreaper_and_deathsig()
-    if device.startswith("cuda") and (os.cpu_count() or 1) >= PIN_MIN_CORES:
-        os.sched_setaffinity(0, {0})
+    if device.startswith("cuda") and (own := timing_cores(gpu_index)):
+        os.sched_setaffinity(0, {own[0]})
     info = detect(policy)
     if info.cgroup:
         sweep_stale(info.cgroup)
