@@ -67,7 +67,7 @@ def test_inside_a_jail_the_gpu_is_named_by_uuid_not_by_its_host_index(fake_host)
 
 
 def test_without_the_drivers_files_the_jail_names_its_only_device(tmp_path: Path) -> None:
-    assert host_gpus(str(tmp_path / "absent")) == []
+    assert host_gpus(str(tmp_path / "absent")) == ()
     assert jail_visible_devices(1, str(tmp_path / "absent")) == "0"
 
 

@@ -10,11 +10,12 @@ builders and spare runners run on the cores after every GPU's three. Standard li
 
 from __future__ import annotations
 
+import functools
 import os
 from dataclasses import dataclass
 
 NVIDIA_PROC = "/proc/driver/nvidia/gpus"
-COMMON_NODES = ("/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools", "/dev/nvidia-modeset")
+COMMON_NODES = ("nvidiactl", "nvidia-uvm", "nvidia-uvm-tools", "nvidia-modeset")  # under /dev
 TIMING_CORES_PER_GPU = 3  # the worker, the baseline runner, the candidate runner
 MIN_SPARE_CORES = 5  # fewer than this left for builds and spares: pin nothing
 
@@ -30,8 +31,15 @@ class HostGpu:
     uuid: str | None  # "GPU-..." as CUDA_VISIBLE_DEVICES accepts it
 
 
-def host_gpus(base: str = NVIDIA_PROC) -> list[HostGpu]:
-    """The host's NVIDIA GPUs in PCI bus order; empty where the driver's /proc files cannot be read."""
+def host_gpus(base: str = NVIDIA_PROC) -> tuple[HostGpu, ...]:
+    """The host's NVIDIA GPUs in PCI bus order; empty where the driver's /proc files cannot be read.
+    Read once per process: every jail start and every pinning decision asks, and GPUs do not come
+    and go under a running worker."""
+    return _read_host_gpus(base)
+
+
+@functools.lru_cache(maxsize=8)
+def _read_host_gpus(base: str) -> tuple[HostGpu, ...]:
     gpus = []
     try:
         for bus in sorted(os.listdir(base), key=str.lower):
@@ -46,8 +54,8 @@ def host_gpus(base: str = NVIDIA_PROC) -> list[HostGpu]:
             if minor is not None:
                 gpus.append(HostGpu(bus.lower(), minor, uuid))
     except (OSError, ValueError):
-        return []
-    return gpus
+        return ()
+    return tuple(gpus)
 
 
 def gpu_device_nodes(index: int, base: str = NVIDIA_PROC, dev: str = "/dev") -> list[str]:
@@ -56,8 +64,7 @@ def gpu_device_nodes(index: int, base: str = NVIDIA_PROC, dev: str = "/dev") -> 
     if gpus and index >= len(gpus):
         raise GpuLayoutError(f"GPU {index} does not exist here ({len(gpus)} found)")
     own = f"{dev}/nvidia{gpus[index].minor if gpus else index}"
-    common = [os.path.join(dev, os.path.basename(p)) for p in COMMON_NODES]
-    return [p for p in [*common, own] if os.path.exists(p)]
+    return [p for p in [*(f"{dev}/{name}" for name in COMMON_NODES), own] if os.path.exists(p)]
 
 
 def jail_visible_devices(index: int, base: str = NVIDIA_PROC) -> str:
