@@ -75,6 +75,7 @@ def row(i: int, evaluation: Any, raw: dict[str, Any] | None) -> str:
 async def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("problem", nargs="?", default=str(DEFAULT_PROBLEM))
+    parser.add_argument("--candidate", help="a candidate file to evaluate instead of the reference itself")
     parser.add_argument("--runs", type=int, default=8)
     parser.add_argument("--evaluators", type=int, default=2, help="fresh evaluators the runs are spread over")
     parser.add_argument(
@@ -86,7 +87,7 @@ async def main() -> None:
     settings = SUITE.model_copy(update=json.loads(args.settings))
     _capture()
     problem = base = load_problem(args.problem)
-    source = as_candidate(problem.source)
+    source = Path(args.candidate).read_text() if args.candidate else as_candidate(problem.source)
     print(
         "| # | verdict | cand reported ms | base reported ms | cand overhead ms | base overhead ms "
         "| external ms | speedup | flags |"

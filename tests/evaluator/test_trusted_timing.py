@@ -212,3 +212,24 @@ def test_a_report_gets_no_slack_once_the_trusted_clock_caught_hidden_work() -> N
     assert timing.bounded(cand, over, 0.05, 0.15).source == "reported"
     distrusted = timing.bounded(cand, over, 0.05, 0.15, believe_report=False)
     assert distrusted.source == "external" and distrusted.samples_ms == pytest.approx([0.2] * 20)
+
+
+@pytest.mark.parametrize(
+    ("per_call_s", "expected", "min_blocks", "block"),
+    [
+        (0.0012, 40, 1, 16),  # GPU default: about 20 ms a block
+        (0.0012, 40, timing.MIN_BATCHES, 10),  # CPU: the 40 calls make 4 blocks, not 2 and a half
+        (0.00001, 1000, timing.MIN_BATCHES, 50),  # never more than 50
+        (0.5, 3, timing.MIN_BATCHES, 1),  # slow calls: one a block, as many blocks as calls
+        (0.0012, 2, timing.MIN_BATCHES, 1),  # fewer calls than blocks wanted: still a call a block
+    ],
+)
+def test_block_size(per_call_s: float, expected: int, min_blocks: int, block: int) -> None:
+    assert timing.block_size(per_call_s, expected, min_blocks) == block
+
+
+def test_the_expected_calls_make_the_blocks_the_drift_estimate_needs() -> None:
+    for per_call_s in (1e-5, 3e-4, 1.2e-3, 4e-3, 0.02):
+        for expected in range(timing.MIN_BATCHES, 200, 7):
+            block = timing.block_size(per_call_s, expected, timing.MIN_BATCHES)
+            assert -(-expected // block) >= timing.MIN_BATCHES, (per_call_s, expected, block)

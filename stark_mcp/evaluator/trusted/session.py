@@ -418,7 +418,7 @@ class Session:
         per_call_s = max(made.outcome.bracket_ns / 1e9, 1e-6)
         expected = int(min(max(3, float(s["max_time_s"]) / per_call_s), int(s["min_calls"])))
         forced = set(self.rng.sample(range(expected), min(int(s["min_timed_checks"]), expected)))
-        block = max(1, min(50, int(0.02 / per_call_s)))
+        block = timing.block_size(per_call_s, expected, int(s["min_blocks"]))
         for _ in range(3):  # the baseline runner is warm; three calls settle its clocks
             self.baseline.call(shape, budget.left())
         self.window = CpuWindow()  # what ran before the timing loop is not counted

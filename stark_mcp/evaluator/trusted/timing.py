@@ -38,6 +38,14 @@ MIN_BATCHES = 4  # block medians needed before their spread says anything
 NOISE_SLACK_CAP = 0.25  # measured noise widens the slack to at most this share of the figure
 
 
+def block_size(per_call_s: float, expected_calls: int, min_blocks: int = 1) -> int:
+    """Calls per timing block: about 20 ms of them (at most 50), and few enough that the expected
+    calls make ``min_blocks`` blocks. A CPU VM's speed drifts between blocks, and the slack needs
+    that drift measured from enough block medians (``MIN_BATCHES``), not guessed."""
+    block = max(1, min(50, int(0.02 / max(per_call_s, 1e-9))))
+    return max(1, min(block, expected_calls // max(1, min_blocks)))
+
+
 @dataclass
 class Samples:
     reported_ms: list[float] = field(default_factory=list)

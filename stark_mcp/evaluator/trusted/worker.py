@@ -722,6 +722,9 @@ def _session_settings(settings: dict[str, Any], cuda: bool) -> dict[str, Any]:
     # before every baseline block rejects. CPU: the window is CPU time the runner would have to spend.
     s.setdefault("bracket_after_inputs", cuda)
     s.setdefault("min_timed_checks", 3)
+    # CPU: at least this many timing blocks per runner, so the drift between blocks is measured
+    # (timing.MIN_BATCHES). GPU: blocks stay as long as 20 ms allows; each adds an idle probe.
+    s.setdefault("min_blocks", 1 if cuda else timing.MIN_BATCHES)
     return s
 
 
