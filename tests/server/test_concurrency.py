@@ -58,6 +58,22 @@ def process_alive(pid: int) -> bool:
     return True
 
 
+def lineage(pid: int) -> str:
+    """State and name of ``pid`` and of each of its ancestors: says, when a candidate outlives its
+    cancelled call, whether it is a zombie nobody reaps or a live process whose jail was not killed."""
+    chain = []
+    while pid > 1 and len(chain) < 8:
+        try:
+            lines = Path(f"/proc/{pid}/status").read_text().splitlines()
+            fields = dict(line.split(":\t", 1) for line in lines if ":\t" in line)
+        except OSError:
+            chain.append(f"{pid} (gone)")
+            break
+        chain.append(f"{pid} {fields.get('Name', '?').strip()} [{fields.get('State', '?').strip()}]")
+        pid = int(fields.get("PPid", "0").strip() or 0)
+    return " <- ".join(chain)
+
+
 @pytest.mark.parametrize("mode", MODES)
 async def test_cancelling_evaluate_kernel_kills_its_process(home: Path, mode: str) -> None:
     server = make_server(home)
@@ -79,7 +95,7 @@ async def test_cancelling_evaluate_kernel_kills_its_process(home: Path, mode: st
         deadline = time.monotonic() + 10
         while process_alive(pid) and time.monotonic() < deadline:
             await anyio.sleep(0.05)
-        assert not process_alive(pid), f"candidate process {pid} survived the cancelled call"
+        assert not process_alive(pid), f"candidate process {pid} survived the cancelled call: {lineage(pid)}"
         # The client and the server stay usable, and nothing was recorded.
         runs = ok(await client.call_tool("list_runs"))["runs"]
         assert [r["attempts"] for r in runs if r["run_id"] == run_id] == [0]
