@@ -55,13 +55,14 @@ def candidate(source: str, salt: str) -> str:
 
 
 def write_replies(path: Path, spec: BenchSpec, leg: str) -> int:
-    """One generalist reply per attempt, in the order the pairs consume them; returns the attempt count."""
+    """One generalist reply per attempt, each tied to its pair (so pairs run side by side, one per
+    evaluation worker, and each still gets its own problem's module); returns the attempt count."""
     plan = plan_bench(spec)
     lines = []
     for pair in plan.pairs:
         for k in range(spec.budget):
             text = f"```python\n{candidate(pair.problem.source, f'{leg} {pair.key} {k}')}```\n"
-            lines.append(json.dumps({"text": text, "role": "generalist"}))
+            lines.append(json.dumps({"text": text, "role": "generalist", "pair": pair.id}))
     path.write_text("\n".join(lines) + "\n")
     return len(lines)
 

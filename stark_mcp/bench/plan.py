@@ -42,6 +42,9 @@ class BenchSpec(BaseModel):
     backend: str | None = None
     device: str = "auto"
     parallel: int = 1
+    pairs_at_once: int = Field(
+        0, description="pairs run side by side; 0: one per evaluation worker (1 with untied scripted replies)"
+    )
     eval_settings: EvalSettings = Field(default_factory=EvalSettings)
     out: Path
 
@@ -107,6 +110,10 @@ def plan_bench(spec: BenchSpec) -> BenchPlan:
         raise BenchError(f"--budget must be between 1 and {MAX_BUDGET}, got {spec.budget}")
     if spec.parallel < 0:
         raise BenchError(f"--parallel must be 0 (one per evaluation worker) or more, got {spec.parallel}")
+    if spec.pairs_at_once < 0:
+        raise BenchError(
+            f"--pairs-at-once must be 0 (one per evaluation worker) or more, got {spec.pairs_at_once}"
+        )
     if spec.device not in DEVICES:
         raise BenchError(f"--device must be one of {', '.join(DEVICES)}, not {spec.device!r}")
     if spec.language is not None and spec.language not in LANGUAGES:

@@ -4,12 +4,15 @@ Each pair's run carries ``{"bench": {"id", "pair", "wall_s"}}`` in its config, s
 says which pairs exist: a rerun of the same command skips complete pairs and continues the
 others where their runs stopped (``run_search`` resumes a run from what it holds). After each
 pair, its row in ``results.jsonl`` and its ``runs/RUN_ID.json.gz`` are rewritten, so an
-interruption loses at most the attempts in flight. Pairs run one after another, in the
-plan's order, so a scripted backend's replies are consumed in a known order.
+interruption loses at most the attempts in flight. Pairs start in the plan's order, as many side by
+side as there are evaluation workers (``pairs_at_once``): one pair's baselines and last attempt
+would otherwise leave the other workers idle. A scripted backend answers each pair from the replies
+tied to it; with replies tied to no pair, pairs run one at a time, so those are consumed in order.
 """
 
 from __future__ import annotations
 
+import asyncio
 import fcntl
 import os
 import time
@@ -33,7 +36,7 @@ from stark_mcp.bench.plan import BenchPlan, Pair
 from stark_mcp.bench.progress import BenchEvent, BenchEventKind, BenchProgress
 from stark_mcp.bench.rows import ResultRow, result_row
 from stark_mcp.errors import StarkError
-from stark_mcp.llm import LLMBackend
+from stark_mcp.llm import LLMBackend, ScriptedBackend
 from stark_mcp.orchestrator.documents import RunDocument, load_run_document
 from stark_mcp.orchestrator.events import SearchEvent
 from stark_mcp.orchestrator.limits import Limits
@@ -121,8 +124,8 @@ class _Bench:
         self.out = plan.spec.out
         self.rows: dict[str, ResultRow] = {}
         self.started = time.monotonic()
-        self.session_attempts = 0
-        self.current: tuple[int, Pair] | None = None
+        self.session_attempts = 0  # attempts made by this session's finished pairs
+        self.live: dict[str, SearchEvent] = {}  # each running pair's latest search event
 
     async def run(self) -> BenchOutcome:
         runs = await bench_runs(self.service, self.manifest.bench_id)
@@ -142,31 +145,44 @@ class _Bench:
             if pair.id in runs:
                 self.rows[pair.id] = await self._record(pair, runs[pair.id].id, wall_s=0.0)
         self._write_results()
-        await self._emit("started", message=f"benchmark {self.manifest.bench_id} in {self.out}")
+        await self._emit("started", None, message=f"benchmark {self.manifest.bench_id} in {self.out}")
         skipped = ran = 0
-        failed: list[PairFailure] = []
+        failed: dict[int, PairFailure] = {}
         stopped: str | None = None
+        todo: list[tuple[int, Pair]] = []
         for index, pair in enumerate(self.plan.pairs, start=1):
-            self.current = (index, pair)
             row = self.rows.get(pair.id)
             if row is not None and row.complete:
                 skipped += 1
-                await self._emit("pair_skipped")
-                continue
-            ran += 1
-            try:
-                stop = await self._run_pair(pair, runs.get(pair.id))
-            except _PairFailed as exc:
-                failed.append(PairFailure(pair=pair.id, message=str(exc)))
-                await self._emit("pair_failed", message=str(exc))
-                continue
-            if stop == "llm_error":
-                stopped = "the model backend cannot be used; fix it and rerun the same command to continue"
-                await self._emit("stopped", message=stopped)
-                break
-        self.current = None
+                await self._emit("pair_skipped", (index, pair))
+            else:
+                todo.append((index, pair))
+        # A semaphore wakes its waiters first come, first served: pairs start in the plan's order.
+        gate = asyncio.Semaphore(await self._pairs_at_once() if todo else 1)
+
+        async def one(index: int, pair: Pair) -> None:
+            nonlocal ran, stopped
+            async with gate:
+                if stopped is not None:
+                    return
+                ran += 1
+                try:
+                    stop = await self._run_pair((index, pair), runs.get(pair.id))
+                except _PairFailed as exc:
+                    failed[index] = PairFailure(pair=pair.id, message=str(exc))
+                    await self._emit("pair_failed", (index, pair), message=str(exc))
+                    return
+                if stop == "llm_error" and stopped is None:
+                    stopped = (
+                        "the model backend cannot be used; fix it and rerun the same command to continue"
+                    )
+                    await self._emit("stopped", (index, pair), message=stopped)
+
+        async with asyncio.TaskGroup() as group:
+            for index, pair in todo:
+                group.create_task(one(index, pair))
         if stopped is None:
-            await self._emit("finished", message="all pairs visited")
+            await self._emit("finished", None, message="all pairs visited")
         return BenchOutcome(
             bench_id=self.manifest.bench_id,
             out=self.out,
@@ -174,18 +190,39 @@ class _Bench:
             complete=sum(r.complete for r in self.rows.values()),
             ran=ran,
             skipped=skipped,
-            failed=failed,
+            failed=[failed[i] for i in sorted(failed)],
             stopped=stopped,
         )
 
+    async def _pairs_at_once(self) -> int:
+        if self.plan.spec.pairs_at_once:
+            return self.plan.spec.pairs_at_once
+        if isinstance(self.backend, ScriptedBackend) and self.backend.unscoped:
+            return 1  # replies tied to no pair go to whoever asks first: keep the file's order
+        return max(1, await self.service.evaluation_slots(self.plan.spec.device))
+
+    def _backend(self, pair: Pair) -> LLMBackend:
+        if isinstance(self.backend, ScriptedBackend):
+            return self.backend.for_pair(pair.id)
+        return self.backend
+
     # ---- one pair ------------------------------------------------------------------------
 
-    async def _run_pair(self, pair: Pair, run: RunRecord | None) -> str | None:
+    async def _run_pair(self, at: tuple[int, Pair], run: RunRecord | None) -> str | None:
         """Create or resume the pair's run and search until its budget or a limit; the stop reason."""
         spec = self.plan.spec
+        _, pair = at
         started = time.monotonic()
+
+        async def on_phase(done: float, total: float | None, message: str) -> None:
+            await self._emit("phase", at, message=message)
+
+        async def on_search(event: SearchEvent) -> None:
+            self.live[pair.id] = event
+            await self._emit("search", at, search=event)
+
         if run is None:
-            await self._emit("pair_started", message="timing baselines and creating the run")
+            await self._emit("pair_started", at, message="timing baselines and creating the run")
             strategy = get_strategy(pair.strategy)
             config = {"bench": {"id": self.manifest.bench_id, "pair": pair.id, "wall_s": 0.0}}
             try:
@@ -198,23 +235,23 @@ class _Bench:
                     strategy=pair.strategy,
                     eval_settings=spec.eval_settings,
                     config=config,
-                    progress=self._on_phase,
+                    progress=on_phase,
                     language=spec.language,
                 )
             except StarkError as exc:
                 raise _PairFailed(f"could not start: {exc}") from exc
         else:
-            await self._emit("pair_started", message=f"resuming run {run.id}")
+            await self._emit("pair_started", at, message=f"resuming run {run.id}")
         before = await self.service.store.count_nodes(run.id)
         try:
             summary = await run_search(
                 self.service,
                 run.id,
-                self.backend,
+                self._backend(pair),
                 # 0: one expansion in flight per evaluation worker, so every GPU has work
                 parallel=spec.parallel or await self.service.evaluation_slots(run.device),
                 limits=self.limits,
-                progress=self._on_search,
+                progress=on_search,
             )
         except StarkError as exc:
             # This pair's search cannot go on (e.g. nothing left to expand); the others can.
@@ -225,13 +262,15 @@ class _Bench:
             await self._finish_pair(pair, run.id, started, before)
             raise
         await self._finish_pair(pair, run.id, started, before)
-        await self._emit("pair_done", message=f"run {run.id}: {summary.stop_reason}")
+        await self._emit("pair_done", at, message=f"run {run.id}: {summary.stop_reason}")
         return summary.stop_reason
 
     async def _finish_pair(self, pair: Pair, run_id: str, started: float, before: int) -> None:
         after = await self.service.store.count_nodes(run_id)
-        self.session_attempts += after - before
         self.rows[pair.id] = await self._record(pair, run_id, wall_s=time.monotonic() - started)
+        # Counted once the row holds the attempts, so no event sees them twice or not at all.
+        self.session_attempts += after - before
+        self.live.pop(pair.id, None)
         self._write_results()
 
     async def _record(self, pair: Pair, run_id: str, *, wall_s: float) -> ResultRow:
@@ -253,27 +292,28 @@ class _Bench:
 
     # ---- progress ------------------------------------------------------------------------
 
-    async def _on_phase(self, done: float, total: float | None, message: str) -> None:
-        await self._emit("phase", message=message)
-
-    async def _on_search(self, event: SearchEvent) -> None:
-        await self._emit("search", search=event)
-
     async def _emit(
-        self, kind: BenchEventKind, *, search: SearchEvent | None = None, message: str = ""
+        self,
+        kind: BenchEventKind,
+        at: tuple[int, Pair] | None,
+        *,
+        search: SearchEvent | None = None,
+        message: str = "",
     ) -> None:
+        """One event about the pair ``at`` (index, pair), or the benchmark; its totals count every
+        pair: a running one by its latest search event, the others by their rows."""
         if self.progress is None:
             return
-        index, pair = self.current if self.current else (0, None)
-        done = sum(
-            min(len(r.attempts), r.budget) for pid, r in self.rows.items() if pair is None or pid != pair.id
-        )
-        cost = sum(r.usage.cost_usd for pid, r in self.rows.items() if pair is None or pid != pair.id)
-        if pair is not None and search is not None:
-            done, cost = done + search.attempt, cost + search.cost_usd
-        elif pair is not None and pair.id in self.rows:
-            row = self.rows[pair.id]
-            done, cost = done + min(len(row.attempts), row.budget), cost + row.usage.cost_usd
+        index, pair = at if at is not None else (0, None)
+        done = cost = 0.0
+        session = self.session_attempts
+        for p in self.plan.pairs:
+            row, live = self.rows.get(p.id), self.live.get(p.id)
+            if live is not None:
+                done, cost = done + live.attempt, cost + live.cost_usd
+                session += live.attempt - (len(row.attempts) if row is not None else 0)
+            elif row is not None:
+                done, cost = done + min(len(row.attempts), row.budget), cost + row.usage.cost_usd
         await self.progress(
             BenchEvent(
                 kind=kind,
@@ -281,10 +321,9 @@ class _Bench:
                 index=index,
                 pairs=len(self.plan.pairs),
                 pairs_done=sum(r.complete for r in self.rows.values()),
-                attempts_done=done,
+                attempts_done=int(done),
                 attempts_total=len(self.plan.pairs) * self.plan.spec.budget,
-                session_attempts=self.session_attempts
-                + (search.attempt - self._before(pair) if search and pair else 0),
+                session_attempts=session,
                 elapsed_s=time.monotonic() - self.started,
                 cost_usd=cost,
                 best=self._best(),
@@ -292,10 +331,6 @@ class _Bench:
                 message=message,
             )
         )
-
-    def _before(self, pair: Pair) -> int:
-        row = self.rows.get(pair.id)
-        return len(row.attempts) if row is not None else 0
 
     def _best(self) -> dict[str, float]:
         best: dict[str, float] = {}

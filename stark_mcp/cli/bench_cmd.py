@@ -153,11 +153,19 @@ def bench(
     ),
     model: str | None = typer.Option(None, "--model", help="model for every role (default STARK_MODEL)"),
     backend_spec: str | None = typer.Option(
-        None, "--backend", help="anthropic or scripted:FILE (replies consumed in order across the benchmark)"
+        None,
+        "--backend",
+        help="anthropic or scripted:FILE (replies consumed in order; one with a pair key by that pair only)",
     ),
     device: str = typer.Option("auto", "--device", help="auto, cuda or cpu"),
     parallel: int = typer.Option(
         0, "--parallel", help="expansions in flight within each run (default 0: one per evaluation worker)"
+    ),
+    pairs_at_once: int = typer.Option(
+        0,
+        "--pairs-at-once",
+        help="runs side by side (default 0: one per evaluation worker; 1 while scripted replies tied to "
+        "no pair remain, so they are consumed in order)",
     ),
     baselines: str | None = typer.Option(
         None,
@@ -206,6 +214,7 @@ def bench(
             backend=backend_spec,
             device=device,
             parallel=parallel,
+            pairs_at_once=pairs_at_once,
             out=out,
             eval_settings=bench_eval_settings(_names(baselines), extra),
         )

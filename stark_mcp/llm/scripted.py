@@ -1,10 +1,13 @@
 """A backend that replays queued replies: for tests and offline demos.
 
 Replies are taken first from the queue of the request's role, then from the
-shared queue, in order. Each request is kept in ``requests`` so a test can check
-what the agents sent. Tokens are estimated at four characters per token so token
-accounting downstream sees real numbers; no model is called, so replies cost
-nothing unless a test passes a price table.
+shared queue, in order. A reply may also be tied to one benchmark pair (``pair``):
+``for_pair(id)`` gives that pair a view of the backend that takes its own replies
+first, so pairs run side by side each get theirs whatever the interleaving. Each
+request is kept in ``requests`` so a test can check what the agents sent. Tokens
+are estimated at four characters per token so token accounting downstream sees
+real numbers; no model is called, so replies cost nothing unless a test passes a
+price table.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from stark_mcp.llm.errors import LLMError
 from stark_mcp.llm.pricing import PriceTable
-from stark_mcp.llm.protocol import LLMReply, LLMRequest
+from stark_mcp.llm.protocol import LLMBackend, LLMReply, LLMRequest
 from stark_mcp.llm.wire import parse_structured
 from stark_mcp.records import Usage
 
@@ -47,27 +50,45 @@ class ScriptedBackend:
         self.requests: list[LLMRequest] = []
         self._shared: deque[ScriptedReply] = deque(replies)
         self._by_role: dict[str, deque[ScriptedReply]] = {}
+        self._by_pair: dict[str, dict[str | None, deque[ScriptedReply]]] = {}  # pair -> role (None: any)
 
     @classmethod
     def from_file(cls, path: str | Path, **kwargs: object) -> ScriptedBackend:
         backend = cls(**kwargs)  # type: ignore[arg-type]
-        for role, text in load_scripted_replies(path):
-            backend.enqueue(text, role=role)
+        for line in load_scripted_replies(path):
+            backend.enqueue(line.text, role=line.role, pair=line.pair)
         return backend
 
-    def enqueue(self, *replies: ScriptedReply, role: str | None = None) -> None:
-        """Queue replies for any role, or only for ``role`` when given."""
-        queue = self._shared if role is None else self._by_role.setdefault(role, deque())
+    def enqueue(self, *replies: ScriptedReply, role: str | None = None, pair: str | None = None) -> None:
+        """Queue replies for any role, or only for ``role`` when given; only for ``pair``'s view when
+        given."""
+        if pair is not None:
+            queue = self._by_pair.setdefault(pair, {}).setdefault(role, deque())
+        else:
+            queue = self._shared if role is None else self._by_role.setdefault(role, deque())
         queue.extend(replies)
 
     @property
     def pending(self) -> int:
+        scoped = sum(len(q) for queues in self._by_pair.values() for q in queues.values())
+        return self.unscoped + scoped
+
+    @property
+    def unscoped(self) -> int:
+        """Replies tied to no pair: whoever asks first gets them, so their order follows the requests'."""
         return len(self._shared) + sum(len(q) for q in self._by_role.values())
 
+    def for_pair(self, pair_id: str) -> LLMBackend:
+        """This backend as one benchmark pair sees it: its own replies first, then the untied ones."""
+        return _PairView(self, pair_id)
+
     async def complete(self, request: LLMRequest) -> LLMReply:
+        return await self._complete(request, None)
+
+    async def _complete(self, request: LLMRequest, pair: str | None) -> LLMReply:
         await anyio.lowlevel.checkpoint()
         self.requests.append(request)
-        item = self._next(request.role)
+        item = self._next(request.role, pair)
         if isinstance(item, BaseException) or (isinstance(item, type) and issubclass(item, BaseException)):
             raise item
         if callable(item):
@@ -76,13 +97,13 @@ class ScriptedBackend:
             return item
         return self._reply(request, item)
 
-    def _next(self, role: str) -> ScriptedReply:
-        own = self._by_role.get(role)
-        if own:
-            return own.popleft()
-        if self._shared:
-            return self._shared.popleft()
-        raise LLMError(f"scripted backend has no reply queued for role {role}")
+    def _next(self, role: str, pair: str | None) -> ScriptedReply:
+        scoped = self._by_pair.get(pair, {}) if pair is not None else {}
+        for queue in (scoped.get(role), scoped.get(None), self._by_role.get(role), self._shared):
+            if queue:
+                return queue.popleft()
+        where = f" of pair {pair}" if pair is not None else ""
+        raise LLMError(f"scripted backend has no reply queued for role {role}{where}")
 
     def _reply(self, request: LLMRequest, text: str) -> LLMReply:
         structured = parse_structured(text, "end_turn") if request.json_schema is not None else None
@@ -100,18 +121,37 @@ class ScriptedBackend:
         )
 
 
-class _ReplyLine(BaseModel):
+class _PairView:
+    """One benchmark pair's view of a ``ScriptedBackend`` (``for_pair``)."""
+
+    name = "scripted"
+
+    def __init__(self, parent: ScriptedBackend, pair: str) -> None:
+        self.parent, self.pair = parent, pair
+
+    @property
+    def model(self) -> str:
+        return self.parent.model
+
+    async def complete(self, request: LLMRequest) -> LLMReply:
+        return await self.parent._complete(request, self.pair)
+
+
+class ScriptedLine(BaseModel):
+    """One reply of a scripted file: for any role unless ``role``, any pair unless ``pair``."""
+
     model_config = ConfigDict(extra="forbid")
 
     text: str
     role: str | None = None
+    pair: str | None = None
 
 
-def load_scripted_replies(path: str | Path) -> list[tuple[str | None, str]]:
-    """``(role or None, text)`` pairs from a JSON list or a JSONL file.
+def load_scripted_replies(path: str | Path) -> list[ScriptedLine]:
+    """The replies of a JSON list or a JSONL file.
 
     Each entry is either a string (a reply for any role) or an object
-    ``{"text": "...", "role": "plan"}``.
+    ``{"text": "...", "role": "plan", "pair": "KEY:STRATEGY"}`` (``role`` and ``pair`` optional).
     """
     path = Path(path)
     try:
@@ -127,13 +167,13 @@ def load_scripted_replies(path: str | Path) -> list[tuple[str | None, str]]:
         raise LLMError(f"scripted replies {path} are not valid JSON: {exc}") from exc
     if not isinstance(entries, list):
         raise LLMError(f"scripted replies {path} must be a JSON list (or JSONL, one reply a line)")
-    pairs: list[tuple[str | None, str]] = []
+    lines: list[ScriptedLine] = []
     for number, entry in enumerate(entries, start=1):
         try:
-            line = _ReplyLine(text=entry) if isinstance(entry, str) else _ReplyLine.model_validate(entry)
+            line = ScriptedLine(text=entry) if isinstance(entry, str) else ScriptedLine.model_validate(entry)
         except ValidationError as exc:
             raise LLMError(
-                f"scripted reply {number} in {path} is not a string or {{text, role}}: {exc}"
+                f"scripted reply {number} in {path} is not a string or {{text, role, pair}}: {exc}"
             ) from exc
-        pairs.append((line.role, line.text))
-    return pairs
+        lines.append(line)
+    return lines

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -22,7 +23,7 @@ from stark_mcp.report.errors import ReportError
 from stark_mcp.report.writer import write_bench_report
 
 from .conftest import FAST
-from .replies import PROBLEMS, RELU_FUSED, RELU_WRONG, code_reply
+from .replies import PROBLEMS, RELU_FUSED, RELU_WRONG, SIG_OFF, SIG_PASS, code_reply
 
 BROKEN = Path(__file__).resolve().parents[1] / "fixtures" / "cpu" / "problem_inputs_raise.py"
 
@@ -154,3 +155,54 @@ async def test_cancelling_mid_pair_keeps_that_pairs_row_and_document(
         ["wrong_output"],
     )
     assert row.wall_s > 0 and run_document_path(plan.spec.out, row.run_id).exists()
+
+
+async def test_pairs_run_side_by_side_and_each_gets_the_replies_tied_to_it(
+    service: RunService, tmp_path: Path
+) -> None:
+    plan = _plan(tmp_path, PROBLEMS).model_copy(deep=True)
+    plan.spec.budget, plan.spec.pairs_at_once = 2, 2
+    relu, sig = (p.id for p in plan.pairs)
+    assert (relu, sig) == ("scaled_relu:sampling", "sigmoid_scale:sampling")
+    # The second pair's replies come first in the file: each pair must still get its own.
+    replies = tmp_path / "replies.jsonl"
+    replies.write_text(
+        "\n".join(
+            json.dumps({"text": code_reply(source), "role": "generalist", "pair": pair})
+            for pair, source in [(sig, SIG_PASS), (sig, SIG_OFF), (relu, RELU_WRONG), (relu, RELU_FUSED)]
+        )
+    )
+    events: list[BenchEvent] = []
+
+    async def collect(event: BenchEvent) -> None:
+        events.append(event)
+
+    outcome = await run_bench(service, plan, ScriptedBackend.from_file(replies), progress=collect)
+    assert (outcome.complete, outcome.ran, outcome.failed, outcome.stopped) == (2, 2, [], None)
+    rows = {row.pair: [a.status for a in row.attempts] for row in read_results(plan.spec.out)}
+    assert rows == {relu: ["wrong_output", "passed"], sig: ["passed", "wrong_output"]}
+    kinds = [(e.kind, e.pair) for e in events if e.kind in ("pair_started", "pair_done")]
+    # The second pair started before the first was done: they ran side by side.
+    assert kinds.index(("pair_started", sig)) < kinds.index(("pair_done", relu)), kinds
+    last = events[-1]
+    assert (last.kind, last.attempts_done, last.session_attempts, last.pairs_done) == ("finished", 4, 4, 2)
+    # The totals never go back, whichever pair an event is about.
+    assert all(a.attempts_done <= b.attempts_done for a, b in zip(events, events[1:], strict=False))
+
+
+async def test_untied_scripted_replies_keep_the_pairs_one_at_a_time(
+    service: RunService, tmp_path: Path
+) -> None:
+    plan = _plan(tmp_path, PROBLEMS)
+    backend = ScriptedBackend([code_reply(RELU_FUSED), code_reply(SIG_PASS)])
+    events: list[BenchEvent] = []
+
+    async def collect(event: BenchEvent) -> None:
+        events.append(event)
+
+    outcome = await run_bench(service, plan, backend, progress=collect)
+    assert outcome.complete == 2
+    kinds = [(e.kind, e.pair) for e in events if e.kind in ("pair_started", "pair_done")]
+    assert [k for k, _ in kinds] == ["pair_started", "pair_done", "pair_started", "pair_done"]
+    rows = {row.pair: [a.status for a in row.attempts] for row in read_results(plan.spec.out)}
+    assert rows == {"scaled_relu:sampling": ["passed"], "sigmoid_scale:sampling": ["passed"]}

@@ -109,8 +109,43 @@ def test_load_replies_from_json_and_jsonl(tmp_path: Path) -> None:
     as_json.write_text(json.dumps(["any role", {"text": "for plan", "role": "plan"}]))
     as_jsonl = tmp_path / "replies.jsonl"
     as_jsonl.write_text('"one"\n\n{"text": "two", "role": "code"}\n')
-    assert load_scripted_replies(as_json) == [(None, "any role"), ("plan", "for plan")]
-    assert load_scripted_replies(as_jsonl) == [(None, "one"), ("code", "two")]
+    as_pairs = tmp_path / "pairs.jsonl"
+    as_pairs.write_text('{"text": "three", "role": "code", "pair": "relu:stark"}\n')
+
+    def read(path: Path) -> list[tuple[str | None, str | None, str]]:
+        return [(line.role, line.pair, line.text) for line in load_scripted_replies(path)]
+
+    assert read(as_json) == [(None, None, "any role"), ("plan", None, "for plan")]
+    assert read(as_jsonl) == [(None, None, "one"), ("code", None, "two")]
+    assert read(as_pairs) == [("code", "relu:stark", "three")]
+
+
+@pytest.mark.anyio
+async def test_a_pairs_view_takes_its_own_replies_first_then_the_untied_ones(tmp_path: Path) -> None:
+    path = tmp_path / "replies.jsonl"
+    path.write_text(
+        "\n".join(
+            json.dumps(line)
+            for line in [
+                {"text": "a-code", "role": "code", "pair": "a"},
+                {"text": "b-any", "pair": "b"},
+                {"text": "untied"},
+                {"text": "a-plan", "role": "plan", "pair": "a"},
+            ]
+        )
+    )
+    backend = ScriptedBackend.from_file(path)
+    a, b = backend.for_pair("a"), backend.for_pair("b")
+    assert (backend.pending, backend.unscoped) == (4, 1)
+    # b asks first for code: its own reply, not a's, though a's comes first in the file
+    assert (await b.complete(req("code"))).text == "b-any"
+    assert (await a.complete(req("code"))).text == "a-code"
+    assert (await a.complete(req("plan"))).text == "a-plan"
+    assert (await b.complete(req("plan"))).text == "untied"  # b's own are spent: the untied one
+    with pytest.raises(LLMError, match="no reply queued for role plan of pair a"):
+        await a.complete(req("plan"))
+    assert len(backend.requests) == 5 and a.model == "scripted" and a.name == "scripted"
+    assert isinstance(a, LLMBackend)
 
 
 @pytest.mark.parametrize(
