@@ -87,14 +87,21 @@ async def test_a_scripted_benchmark_through_ray_gives_the_local_executors_result
     assert sorted(verdict for _, verdict in local) == ["passed", "runtime_error", "wrong_output"]
 
 
+# Slow to construct, so the evaluation lasts seconds and the kill lands inside it. Not slow in
+# forward: a forward that sleeps leaves the harness's caches cold after each call, and on a loaded
+# 2-core VM its trusted share of a 0.2 ms call rose 0.15-0.3 ms above the baseline's, enough that
+# this honest candidate was once rejected as timing_forged (reported 0.206 ms, trusted 0.520 ms).
 SLOW_CANDIDATE = """import time
 import torch
 import torch.nn as nn
 
 
 class ModelNew(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        time.sleep(3.0)
+
     def forward(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-        time.sleep(0.1)  # every call: the evaluation lasts seconds, so the kill lands inside it
         return torch.relu(a + b)
 """
 
