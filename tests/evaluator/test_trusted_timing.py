@@ -218,6 +218,7 @@ def test_a_report_gets_no_slack_once_the_trusted_clock_caught_hidden_work() -> N
     ("per_call_s", "expected", "min_blocks", "block"),
     [
         (0.0012, 40, 1, 16),  # GPU default: about 20 ms a block
+        (0.0001, 30, 1, 50),  # GPU: 50 calls a block even when 30 are expected, as before
         (0.0012, 40, timing.MIN_BATCHES, 10),  # CPU: the 40 calls make 4 blocks, not 2 and a half
         (0.00001, 1000, timing.MIN_BATCHES, 50),  # never more than 50
         (0.5, 3, timing.MIN_BATCHES, 1),  # slow calls: one a block, as many blocks as calls

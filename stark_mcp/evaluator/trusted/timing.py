@@ -41,9 +41,12 @@ NOISE_SLACK_CAP = 0.25  # measured noise widens the slack to at most this share 
 def block_size(per_call_s: float, expected_calls: int, min_blocks: int = 1) -> int:
     """Calls per timing block: about 20 ms of them (at most 50), and few enough that the expected
     calls make ``min_blocks`` blocks. A CPU VM's speed drifts between blocks, and the slack needs
-    that drift measured from enough block medians (``MIN_BATCHES``), not guessed."""
+    that drift measured from enough block medians (``MIN_BATCHES``), not guessed. ``min_blocks`` 1
+    (the GPU's) leaves blocks at 20 ms, however few the expected calls."""
     block = max(1, min(50, int(0.02 / max(per_call_s, 1e-9))))
-    return max(1, min(block, expected_calls // max(1, min_blocks)))
+    if min_blocks > 1:
+        block = max(1, min(block, expected_calls // min_blocks))
+    return block
 
 
 @dataclass
