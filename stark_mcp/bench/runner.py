@@ -178,9 +178,13 @@ class _Bench:
                     )
                     await self._emit("stopped", (index, pair), message=stopped)
 
-        async with asyncio.TaskGroup() as group:
-            for index, pair in todo:
-                group.create_task(one(index, pair))
+        try:
+            async with asyncio.TaskGroup() as group:
+                for index, pair in todo:
+                    group.create_task(one(index, pair))
+        except BaseExceptionGroup as errors:
+            # The others were stopped and kept what they recorded; callers see the error itself.
+            raise errors.exceptions[0] from None
         if stopped is None:
             await self._emit("finished", None, message="all pairs visited")
         return BenchOutcome(

@@ -206,3 +206,17 @@ async def test_untied_scripted_replies_keep_the_pairs_one_at_a_time(
     assert [k for k, _ in kinds] == ["pair_started", "pair_done", "pair_started", "pair_done"]
     rows = {row.pair: [a.status for a in row.attempts] for row in read_results(plan.spec.out)}
     assert rows == {"scaled_relu:sampling": ["passed"], "sigmoid_scale:sampling": ["passed"]}
+
+
+async def test_an_error_in_one_of_the_pairs_side_by_side_surfaces_as_itself(
+    service: RunService, tmp_path: Path
+) -> None:
+    plan = _plan(tmp_path, PROBLEMS).model_copy(deep=True)
+    plan.spec.pairs_at_once = 2
+
+    async def broken(event: BenchEvent) -> None:
+        if event.kind == "pair_started" and event.index == 2:
+            raise RuntimeError("the progress display broke")
+
+    with pytest.raises(RuntimeError, match="the progress display broke"):
+        await run_bench(service, plan, ScriptedBackend(), progress=broken)
