@@ -130,6 +130,8 @@ def test_pairs_are_problem_major_with_ablations_after_the_named_strategies(tmp_p
         ({"language": "rust"}, BenchError, "--language must be one of cuda, triton, cpp"),
         ({"budget": 0}, BenchError, "--budget must be between 1"),
         ({"device": "tpu"}, BenchError, "--device must be one of"),
+        ({"parallel": -1}, BenchError, "--parallel must be 0"),
+        ({"pairs_at_once": -2}, BenchError, "--pairs-at-once must be 0 .* got -2"),
         ({"eval_settings": EvalSettings(baselines=("compile_default",))}, BenchError, "must include eager"),
     ],
 )
@@ -152,6 +154,8 @@ def test_a_folder_holding_another_benchmark_is_refused(tmp_path: Path) -> None:
     out.mkdir()
     first = open_manifest(out, plan_bench(_spec(tmp_path)))
     assert open_manifest(out, plan_bench(_spec(tmp_path, parallel=3))).bench_id == first.bench_id
+    # how many pairs run at once is not what the benchmark is either
+    assert open_manifest(out, plan_bench(_spec(tmp_path, pairs_at_once=2))).bench_id == first.bench_id
     with pytest.raises(BenchError, match=r"differs in: budget, strategies\).*options it was started with"):
         open_manifest(out, plan_bench(_spec(tmp_path, budget=3, strategies=["stark"])))
     assert read_manifest(out) == first
