@@ -92,12 +92,19 @@ def eval_command(
     except (OSError, UnicodeDecodeError) as exc:
         raise fail(f"cannot read candidate {candidate}: {exc}") from None
     display = PhaseDisplay(prefix="eval: ")
+
+    def show(evaluation: Evaluation) -> None:
+        typer.echo(evaluation.model_dump_json() if as_json else summary(evaluation))
+
+    def waiting(jobs: int) -> None:
+        display.show("eval: finishing the shared precompiled header for later builds "
+                     "(Ctrl-C skips it; the next eval would start it again)")
+
     with user_errors(), display.showing():
-        evaluation = asyncio.run(evaluate_candidate(
+        asyncio.run(evaluate_candidate(
             settings, problem, source, device=device or settings.device, eval_settings=eval_settings,
-            use_cache=not no_cache, progress=display.on_phase,
+            use_cache=not no_cache, progress=display.on_phase, on_result=show, waiting=waiting,
         ))
-    typer.echo(evaluation.model_dump_json() if as_json else summary(evaluation))
 
 
 def register(app: typer.Typer) -> None:

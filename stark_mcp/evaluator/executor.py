@@ -10,7 +10,7 @@ Callers choose one only where they are constructed (``open_executor``); nothing 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Literal, Protocol, runtime_checkable
 
@@ -33,6 +33,11 @@ class Executor(Protocol):
     async def __aenter__(self) -> Executor: ...
 
     async def __aexit__(self, *exc: object) -> None: ...
+
+    async def settle(self, waiting: Callable[[int], None] | None = None) -> None:
+        """Wait for background work that later evaluations use (a precompiled header being made),
+        first calling ``waiting(jobs)`` when there is some; ``__aexit__`` stops it instead."""
+        ...
 
     async def resolve_device(self, device: str = "auto") -> str: ...
 

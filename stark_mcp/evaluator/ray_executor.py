@@ -17,6 +17,7 @@ import dataclasses
 import json
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -175,7 +176,10 @@ def build_on_node(cache_dir: str, source: str, info: dict[str, Any], timeout: fl
     root = Path(cache_dir)
     integrity = Integrity(root)
     cache = BuildCache(
-        root / "builds", integrity, ExtensionCache(root / "extensions", root / "toolchain", integrity)
+        root / "builds",
+        integrity,
+        # this task's event loop ends with the build: background work would die unfinished
+        ExtensionCache(root / "extensions", root / "toolchain", integrity, background_pch=False),
     )
     outcome = asyncio.run(
         cache.build(
@@ -279,6 +283,9 @@ class RayExecutor:
             await self._close(self._pool.slots)
         if self._started_ray:
             await asyncio.to_thread(self._ray.shutdown)
+
+    async def settle(self, waiting: Callable[[int], None] | None = None) -> None:
+        """Nothing to wait for: builds on a Ray node make their precompiled header before building."""
 
     async def _start(self, actor: _Actor) -> None:
         handle = self._actor_class.options(**self._actor_options).remote(

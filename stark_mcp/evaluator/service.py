@@ -122,10 +122,16 @@ class Evaluator:
         for pool in self._pools.values():
             await asyncio.gather(*(slot.handle.shutdown() for slot in pool.slots))
         await self.builds.close()
+        await self.extensions.close()
         shutil.rmtree(self._tmp, ignore_errors=True)
         if self._isolation is not None and self._isolation.cgroup:
             remove_own(self._isolation.cgroup)
             sweep_stale(self._isolation.cgroup)
+
+    async def settle(self, waiting: Callable[[int], None] | None = None) -> None:
+        if waiting is not None and self.extensions.pending:
+            waiting(self.extensions.pending)
+        await self.extensions.settle()
 
     # -- devices and isolation -----------------------------------------------------------------------
     async def resolve_device(self, device: str = "auto") -> str:
@@ -227,13 +233,21 @@ class Evaluator:
                 timings=timings,
             )
 
-        answer = await self.pool(info).run(job)
+        answer = await self._on_worker(info, job)
         if answer.get("kind") == "problem_error":
             raise ProblemError(
                 f"{problem.name}: {answer.get('step')} failed: {answer.get('message')}\n"
                 + str(answer.get("traceback", ""))[-2000:]
             )
         return answer
+
+    async def _on_worker(
+        self, info: DeviceInfo, job: Callable[[WorkerClient], Awaitable[dict[str, Any]]]
+    ) -> dict[str, Any]:
+        if info.kind != "cpu":  # GPU timing: background builds keep to the builders' cores
+            return await self.pool(info).run(job)
+        async with self.extensions.quiet():  # CPU timing shares every core with them
+            return await self.pool(info).run(job)
 
     async def check_problem(self, problem: Problem, device: str = "auto") -> None:
         """Import, build the reference, generate inputs for every shape, run it, check it fits."""
@@ -243,7 +257,7 @@ class Evaluator:
         checked = (str(frame["key"]), info.name)
         if checked in self._checked:
             return
-        answer = await self.pool(info).run(lambda worker: worker.load(frame))
+        answer = await self._on_worker(info, lambda worker: worker.load(frame))
         if answer.get("kind") == "problem_error":
             raise ProblemError(
                 f"{problem.name}: {answer.get('step')} failed: {answer.get('message')}\n"

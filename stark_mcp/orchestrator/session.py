@@ -10,7 +10,7 @@ to know how the store, the evaluator or the prompt templates are put together.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -123,11 +123,23 @@ async def evaluate_candidate(
     eval_settings: EvalSettings,
     use_cache: bool = True,
     progress: Progress | None = None,
+    on_result: Callable[[Evaluation], None] | None = None,
+    waiting: Callable[[int], None] | None = None,
 ) -> Evaluation:
-    """One trusted evaluation of ``source`` against the problem spec ``problem``; nothing recorded."""
+    """One trusted evaluation of ``source`` against the problem spec ``problem``; nothing recorded.
+
+    ``on_result`` gets the verdict as soon as it is known; then this call waits for the background
+    work later builds use (a precompiled header: a process that exits would stop it, and every later
+    ``eval`` would start it again), calling ``waiting(jobs)`` first if there is any."""
     loaded = load_problem(problem)
     async with open_evaluator(settings, eval_settings) as evaluator:
-        return await evaluator.evaluate(loaded, source, device=device, use_cache=use_cache, progress=progress)
+        evaluation = await evaluator.evaluate(
+            loaded, source, device=device, use_cache=use_cache, progress=progress
+        )
+        if on_result is not None:
+            on_result(evaluation)
+        await evaluator.settle(waiting)
+        return evaluation
 
 
 async def create_user_problem(

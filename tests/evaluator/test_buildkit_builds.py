@@ -215,8 +215,14 @@ def test_shared_pch_is_made_once_used_by_gcc_and_ignored_when_flags_differ(tmp_p
         "-DTORCH_EXTENSION_NAME=any_name",
         "-std=c++17",
     ]
+    # what a maker killed mid-way leaves beside the header: removed by the next maker
+    key = pch.pch_key(["c++"], pch.pch_flags(flags), str(inc / "big.h"), "test")
+    leftover = tmp_path / "pch" / key / "bk" / "tmpkilled.gch.tmp"
+    leftover.parent.mkdir(parents=True)
+    leftover.write_bytes(b"\0" * 4096)
     made = pch.ensure_pch(str(tmp_path / "pch"), ["c++"], flags, "bk/big.h", [str(tmp_path / "inc")], "test")
     assert made.built_seconds is not None and made.path and os.path.getsize(made.path) > 0
+    assert not leftover.exists() and os.path.dirname(made.path) == str(leftover.parent)
     # Compile jails run as a uid of their own: a header only its maker can read is silently skipped.
     assert os.stat(made.path).st_mode & 0o044 == 0o044
     again = pch.ensure_pch(

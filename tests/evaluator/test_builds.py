@@ -35,6 +35,7 @@ async def test_a_tampered_build_is_rebuilt_not_loaded(evaluator, cache_dir) -> N
     digest = source_hash(fixture_text("ext_ok.py"))
     first = await evaluate_fixture(evaluator, "relu_sum.py", "ext_ok.py")
     key = first.extensions[0]["key"]
+    await evaluator.settle()  # the precompiled header made in the background since the first build
     library = next((cache_dir / "builds" / digest).rglob("*.so"))
     library.write_bytes(b"not a library")  # as a process at a weaker isolation level could
     shared = cache_dir / "extensions" / key / "stark_relu_sum.so"

@@ -205,13 +205,20 @@ def build(
 LIGHT_DEFAULT = light.LIGHT_SUBSTITUTES
 
 
-def prime(request: ExtensionRequest, work_dir: str, pch_dir: str) -> list[str]:
+PRIME_PARTS = ("light", "pch")
+
+
+def prime(
+    request: ExtensionRequest, work_dir: str, pch_dir: str, parts: tuple[str, ...] = PRIME_PARTS
+) -> list[str]:
     """Make the precompiled headers and include profiles ``request``'s fast build would use.
 
     Trusted code runs this so that compile jails can read ``pch_dir`` without writing it. It renders
     the request (writing its sources as text) but compiles only torch's own headers, with the
     request's flags: callers prime only requests whose flags cannot load or run anything
-    (``request.flags_are_plain``). Returns one note per shared file found or made.
+    (``request.flags_are_plain``). ``parts``: ``light`` (include profiles of ``.cu`` files, a few
+    seconds of preprocessing) and/or ``pch`` (precompiled headers of host files, the slow part).
+    Returns one note per shared file found or made.
     """
     build_dir = os.path.join(os.path.abspath(work_dir), "build")
     os.makedirs(build_dir, exist_ok=True)
@@ -221,7 +228,7 @@ def prime(request: ExtensionRequest, work_dir: str, pch_dir: str) -> list[str]:
     notes: list[str] = []
     for edge in nf.edges:
         source, command = edge.inputs[0] if edge.inputs else "", nf.command(edge)
-        if edge.rule == "compile":
+        if edge.rule == "compile" and "pch" in parts:
             header = pch.first_include(_read(source))
             if header in pch.PCH_HEADERS and pch.user_flags_allow_pch(
                 request.extra_cflags, request.extra_include_paths
@@ -237,7 +244,11 @@ def prime(request: ExtensionRequest, work_dir: str, pch_dir: str) -> list[str]:
                     toolchain.cxx_version,
                 )
                 notes.append(f"pch {header}: " + ("ready" if made.flags else made.reason))
-        elif edge.rule == "cuda_compile" and len(shlex.split(nf.variables.get("nvcc", ""))) == 1:
+        elif (
+            edge.rule == "cuda_compile"
+            and "light" in parts
+            and len(shlex.split(nf.variables.get("nvcc", ""))) == 1
+        ):
             original = _read(source)
             _text, swapped = light.rewrite(original, LIGHT_DEFAULT)
             if swapped:

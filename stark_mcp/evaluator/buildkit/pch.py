@@ -142,7 +142,18 @@ def ensure_pch(
     with exclusive(os.path.join(directory, ".lock")):  # concurrent first builds wait for one maker
         if os.path.exists(gch):
             return PchResult(use, header=header, path=gch)
+        _remove_leftovers(os.path.dirname(gch))
         return _make(use, compiler_words, flags, header, header_path, gch, directory, timeout)
+
+
+def _remove_leftovers(directory: str) -> None:
+    """What a maker killed mid-way left (the header is made in the background, and stopped when its
+    evaluator closes): a partial ``.gch`` is hundreds of MB. Only a lock holder calls this, so no
+    other maker is writing one."""
+    for entry in os.listdir(directory):
+        if entry.endswith(".gch.tmp"):
+            with contextlib.suppress(OSError):
+                os.unlink(os.path.join(directory, entry))
 
 
 @contextlib.contextmanager

@@ -1,0 +1,114 @@
+"""The shared precompiled header is made in the background on idle CPU time: no build waits for it,
+CPU timing stops it while it runs, and closing the evaluator stops it for good, compilers included,
+leaving nothing half made to be trusted."""
+
+import asyncio
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from stark_mcp.evaluator.buildkit import ExtensionRequest, Toolchain
+from stark_mcp.evaluator.extensions import COMPILE_MAIN, ExtensionCache
+from stark_mcp.evaluator.integrity import Integrity
+
+pytestmark = [pytest.mark.slow, pytest.mark.anyio]
+
+REQUEST = ExtensionRequest(
+    name="stark_bg_pch",
+    cpp_sources=("torch::Tensor twice(torch::Tensor x) { return x * 2; }",),
+    functions=(("twice", "twice"),),
+)
+
+
+def _descendants(root: int) -> list[int]:
+    """``root`` and every live process below it (``/proc``'s parent links)."""
+    parents: dict[int, int] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and _alive(int(entry)):
+            try:
+                parents[int(entry)] = int(_stat(int(entry))[1])
+            except (OSError, IndexError, ValueError):
+                continue
+    found, frontier = [root], [root]
+    while frontier:
+        frontier = [pid for pid, parent in parents.items() if parent in frontier]
+        found += frontier
+    return found
+
+
+def _stat(pid: int) -> list[str]:
+    """``/proc/PID/stat`` after the command name: state, parent, ..."""
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+
+
+def _state(pid: int) -> str:
+    try:
+        return _stat(pid)[0]
+    except (OSError, IndexError):
+        return "X"
+
+
+def _alive(pid: int) -> bool:
+    return _state(pid) not in ("Z", "X")  # a killed process nobody reaped yet is not running
+
+
+def _maker(toolchain_dir: Path) -> int | None:
+    for entry in os.listdir("/proc"):
+        try:
+            argv = Path(f"/proc/{entry}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if COMPILE_MAIN.encode() in argv and str(toolchain_dir).encode() in argv and _alive(int(entry)):
+            return int(entry)
+    return None
+
+
+async def _settles(condition, within: float = 5.0) -> bool:
+    """A signal takes effect when its process is next scheduled: soon, not at once."""
+    deadline = time.monotonic() + within
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        await asyncio.sleep(0.01)
+    return True
+
+
+async def test_a_first_build_does_not_wait_and_closing_stops_the_maker(tmp_path) -> None:
+    toolchain_dir = tmp_path / "toolchain"
+    cache = ExtensionCache(tmp_path / "extensions", toolchain_dir, Integrity(tmp_path))
+    toolchain = await asyncio.to_thread(Toolchain.detect)
+    start = time.monotonic()
+    notes = await cache.prime(REQUEST, dict(os.environ), toolchain, 60.0, None)
+    assert time.monotonic() - start < 5.0, "the build waited for its precompiled header"
+    assert notes == ["precompiled header: being made in the background for later builds"]
+    assert cache.pending == 1
+    # a second build with the same flags starts no second maker
+    assert await cache.prime(REQUEST, dict(os.environ), toolchain, 60.0, None) == []
+    assert cache.pending == 1
+
+    deadline, compilers = time.monotonic() + 60.0, []
+    maker = None
+    while time.monotonic() < deadline and not compilers and not (maker and not _alive(maker)):
+        maker = maker or _maker(toolchain_dir)
+        compilers = _descendants(maker)[1:] if maker else []
+        await asyncio.sleep(0.05)
+    assert maker and compilers, f"no compiler started under the background maker: {cache._background}"
+    for pid in [maker, *compilers]:  # idle time only, inherited by the compilers it starts
+        assert os.sched_getscheduler(pid) == os.SCHED_IDLE, (pid, Path(f"/proc/{pid}/cmdline").read_bytes())
+
+    group = [maker, *compilers]
+    async with cache.quiet():  # what a CPU evaluation holds while its worker runs
+        async with cache.quiet():
+            pass
+        assert await _settles(lambda: all(_state(p) == "T" for p in group)), [_state(p) for p in group]
+    assert await _settles(lambda: not any(_state(p) == "T" for p in group)), "still stopped, nobody quiet"
+
+    await cache.close()
+    assert cache.pending == 0
+    deadline = time.monotonic() + 10.0
+    while time.monotonic() < deadline and any(_alive(p) for p in [maker, *compilers]):
+        await asyncio.sleep(0.05)
+    assert not any(_alive(p) for p in [maker, *compilers]), "the maker or its compilers outlived close()"
+    assert not list(toolchain_dir.glob("primed/*")) and not list(toolchain_dir.rglob("*.gch"))
