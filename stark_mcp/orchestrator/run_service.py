@@ -84,16 +84,25 @@ class RunService(RunReads):
         # of that problem: a second run of it (a benchmark's strategies, a user starting over) reuses
         # it rather than keeping the device busy for as long again.
         self._reference_profiles: dict[tuple[Any, ...], asyncio.Task[ProfileReport]] = {}
+        # Profiles of attempts that passed on a GPU, taken once add_child has returned (Nsight
+        # Compute costs 6-18 s, more than the rest of a re-evaluation): (run id, node id) -> task.
+        # build_context waits for a run's, since the roles read them.
+        self._node_profiles: dict[tuple[str, str], asyncio.Task[None]] = {}
 
     async def aclose(self) -> None:
         """Cancel the baselines still being timed; their runs keep them pending, and the next
-        process that records an attempt in such a run times them again."""
-        tasks = [*self._baseline_tasks.values(), *self._background, *self._reference_profiles.values()]
+        process that records an attempt in such a run times them again. Profiles still being
+        taken are dropped (``profile_kernel`` takes one on demand)."""
+        tasks = [
+            *self._baseline_tasks.values(), *self._background, *self._reference_profiles.values(),
+            *self._node_profiles.values(),
+        ]  # fmt: skip
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         self._baseline_tasks.clear()
         self._reference_profiles.clear()
+        self._node_profiles.clear()
 
     # ---- runs -------------------------------------------------------------------------------
 
@@ -221,6 +230,34 @@ class RunService(RunReads):
         self._background.add(task)
         task.add_done_callback(self._background.discard)
 
+    def _profile_later(self, run: RunRecord, node: Node) -> None:
+        """Profile a passing attempt in the background and keep it with its evaluation; the caller
+        already has the verdict. A failed profile is logged, never raised: a profile never changes
+        a verdict or a figure."""
+        key = (run.id, node.id)
+
+        async def profile() -> None:
+            try:
+                report = await self.evaluator.profile(
+                    run.problem, node.source, device=run.device, settings=_run_settings(run)
+                )
+                await self.store.add_profile(run.id, node.id, report)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # noqa: BLE001
+                log.warning("profiling node %s of run %s failed: %s", node.id, run.id, exc)
+
+        task = asyncio.create_task(profile(), name=f"profile-{run.id}-{node.id}")
+        self._node_profiles[key] = task
+        task.add_done_callback(lambda done: self._node_profiles.pop(key, None))
+
+    async def profiles_ready(self, run_id: str) -> None:
+        """Wait for the profiles of ``run_id``'s attempts still being taken (a cancelled caller
+        leaves them running)."""
+        pending = [task for (run, _node), task in self._node_profiles.items() if run == run_id]
+        if pending:
+            await asyncio.gather(*(asyncio.shield(task) for task in pending), return_exceptions=True)
+
     def _forget_task(self, run_id: str, task: asyncio.Task[None]) -> None:
         if self._baseline_tasks.get(run_id) is task:
             del self._baseline_tasks[run_id]
@@ -275,6 +312,7 @@ class RunService(RunReads):
         """
         check_role(role)
         check_plan_text(plan)
+        await self.profiles_ready(run_id)  # the windows show each attempt's kernels
         run = await self.store.get_run(run_id)
         tree = await self.tree(run_id)
         node = tree.get(node_id)
@@ -345,7 +383,7 @@ class RunService(RunReads):
         if action == Action.DEBUG.value and plan is None:
             plan = parent.plan  # Algorithm 1: a debug child keeps its parent's plan and anchors
         in_spans = _adherence(plan, parent, source) if action == Action.PLAN.value else None
-        evaluation = await self._reuse_or_evaluate(run, source, evaluation_id, progress)
+        evaluation = await self._reuse_or_evaluate(run, source, evaluation_id, progress, profile=False)
         async with self._record_locks.setdefault(run_id, asyncio.Lock()):
             await self._require_budget(run)
             evaluation = await self._with_known_baselines(run_id, evaluation)
@@ -355,6 +393,8 @@ class RunService(RunReads):
             )
         if exchange_ids:
             await self.store.attach_exchanges(run_id, list(exchange_ids), node.id)
+        if _profiles_passing(run, self.evaluator.settings, node.evaluation):
+            self._profile_later(run, node)
         status = "finished" if await self.attempts(run_id) >= run.budget else "running"
         if run.status != status:
             await self.store.update_run(run_id, status=status)
@@ -386,19 +426,27 @@ class RunService(RunReads):
             )
 
     async def _reuse_or_evaluate(
-        self, run: RunRecord, source: str, evaluation_id: str | None, progress: Progress | None
+        self,
+        run: RunRecord,
+        source: str,
+        evaluation_id: str | None,
+        progress: Progress | None,
+        profile: bool = True,
     ) -> Evaluation:
         if evaluation_id:
             stored = await self.store.get_evaluation(evaluation_id)
             if stored.run_id == run.id and stored.source_hash == source_hash(source):
                 return stored.evaluation
-        return await self._evaluate(run, source, progress)
+        return await self._evaluate(run, source, progress, profile=profile)
 
     async def evaluation_slots(self, device: str = "auto") -> int:
         """How many evaluations this process runs at once on ``device`` (its GPUs, or Ray actors)."""
         return await self.evaluator.slots(device)
 
-    async def _evaluate(self, run: RunRecord, source: str, progress: Progress | None) -> Evaluation:
+    async def _evaluate(
+        self, run: RunRecord, source: str, progress: Progress | None, profile: bool = True
+    ) -> Evaluation:
+        """``profile=False``: no profile after a passing verdict (add_child takes it afterwards)."""
         # The run's speedups are against baselines timed on its model: never mix models in one run.
         recorded = run.config.get("device_name")
         if recorded:
@@ -414,8 +462,11 @@ class RunService(RunReads):
                 status=Status.REJECTED, reason="language", message=mismatch, device=run.device,
                 problem_hash=run.problem.hash, source_hash=source_hash(source),
             )
+        settings = _run_settings(run)
+        if not profile:
+            settings = (settings or self.evaluator.settings).model_copy(update={"profile": False})
         return await self.evaluator.evaluate(
-            run.problem, source, device=run.device, settings=_run_settings(run), progress=progress,
+            run.problem, source, device=run.device, settings=settings, progress=progress,
             wait_for_baselines=False,
         )
 
@@ -446,6 +497,19 @@ def _policy_config(policy: str | dict[str, Any]) -> PolicyConfig:
 def _run_settings(run: RunRecord) -> EvalSettings | None:
     stored = run.config.get("eval_settings")
     return EvalSettings(**stored) if stored else None
+
+
+def _profiles_passing(run: RunRecord, default: EvalSettings, evaluation: Evaluation | None) -> bool:
+    """Whether a recorded attempt gets a profile taken after it: it passed on a GPU, profiles are on
+    for the run, and it has none (an evaluation reused from ``evaluate_kernel`` may have one)."""
+    settings = _run_settings(run) or default
+    return (
+        settings.profile
+        and evaluation is not None
+        and evaluation.passed
+        and evaluation.device == "cuda"
+        and evaluation.profile is None
+    )
 
 
 def _aggregated(per_shape: PerShape) -> dict[str, TimingStats]:

@@ -27,7 +27,8 @@ The loop (STARK: plan / code / debug roles over a tree of attempts):
    (for a problem made by create_problem: a drop-in module for the user's package).
 
 Also: list_runs, get_node, and optimize(run_id, budget) which runs the whole loop inside the server
-when it has an LLM API key. On a GPU every passing attempt is profiled per kernel (the plan prompt
+when it has an LLM API key. On a GPU every passing attempt is profiled per kernel just after
+add_child returns (get_node shows it once kept; build_context waits for it, and the plan prompt
 shows the table); profile_kernel(run_id, node_id) profiles one node on demand. Prompts
 plan/code/debug render the same text as build_context.
 Resources: stark://runs, stark://runs/{run_id}/tree, stark://runs/{run_id}/nodes/{node_id}/source,

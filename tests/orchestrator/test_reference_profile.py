@@ -1,5 +1,6 @@
-"""The reference's profile, taken in the background after create_run on a GPU: one per problem and
-device, shared by every run of that problem (GPU profiles themselves: tools/gpu_profiler.py)."""
+"""Profiles taken in the background on a GPU: the reference's after create_run (one per problem and
+device, shared by every run of that problem), and each passing attempt's after add_child returned
+(GPU profiles themselves: tools/gpu_profiler.py)."""
 
 from __future__ import annotations
 
@@ -11,11 +12,11 @@ import pytest
 from stark_mcp.config import Settings
 from stark_mcp.evaluator import EvalSettings, profiles
 from stark_mcp.orchestrator.run_service import RunService
-from stark_mcp.problems import problem_from_source
+from stark_mcp.problems import problem_from_source, source_hash
 from stark_mcp.records import Evaluation, Status, TimingStats
 from stark_mcp.store import Store
 
-from .replies import PROBLEM
+from .replies import FUSED, PROBLEM, WRONG
 
 pytestmark = pytest.mark.anyio
 
@@ -90,3 +91,62 @@ async def test_a_failed_reference_profile_is_taken_again_by_the_next_run(tmp_pat
         await service.aclose()
     assert len(profiler.calls) == 2
     assert first is None and second.reason == "second try"
+
+
+class HeldProfiler(SlowProfiler):
+    """An executor on a GPU whose profiles finish only when the test says so."""
+
+    settings = EvalSettings()
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.release = asyncio.Event()
+        self.evaluated_with: list[EvalSettings | None] = []
+
+    async def evaluate(self, problem, source, device="auto", settings=None, progress=None, use_cache=True,
+                       wait_for_baselines=True):
+        self.evaluated_with.append(settings)
+        status = Status.PASSED if source == FUSED else Status.WRONG_OUTPUT
+        return Evaluation(status=status, runtime=_root().runtime if status is Status.PASSED else None,
+                          device="cuda", problem_hash=problem.hash, source_hash=source_hash(source))
+
+    async def profile(self, problem, source, device="auto", settings=None, progress=None):
+        self.calls.append(source)
+        await self.release.wait()
+        return profiles.unavailable(f"profile of {source_hash(source)[:8]}")
+
+
+async def test_a_passing_attempt_is_profiled_after_add_child_returns_and_roles_wait_for_it(tmp_path) -> None:
+    profiler = HeldProfiler()
+    async with await Store.open(Settings(home=tmp_path).database) as store:
+        service = RunService(store, profiler)  # type: ignore[arg-type]
+        run = await store.create_run(problem=problem_from_source(PROBLEM, name="p"), device="cuda", policy={},
+                                     budget=5, seed=1, root_evaluation=_root())
+        node = await service.add_child(run.id, "n0", FUSED)  # returns while its profile is held
+        failed = await service.add_child(run.id, "n0", WRONG)
+        assert node.evaluation.passed and node.evaluation.profile is None
+        assert [s.profile for s in profiler.evaluated_with] == [False, False]  # not inside the evaluation
+        assert profiler.calls == [FUSED]  # a failing attempt has no kernels worth profiling
+
+        context = asyncio.create_task(service.build_context(run.id, node.id, "plan"))
+        await asyncio.sleep(0.2)
+        assert not context.done(), "the planner's context was built without the attempt's profile"
+        profiler.release.set()
+        await context
+        shown = (await service.node(run.id, node.id)).evaluation.profile
+        assert shown is not None and shown.reason == f"profile of {source_hash(FUSED)[:8]}"
+        assert (await service.node(run.id, failed.id)).evaluation.profile is None
+        await service.aclose()
+
+
+async def test_closing_drops_a_profile_still_being_taken(tmp_path) -> None:
+    profiler = HeldProfiler()
+    async with await Store.open(Settings(home=tmp_path).database) as store:
+        service = RunService(store, profiler)  # type: ignore[arg-type]
+        run = await store.create_run(problem=problem_from_source(PROBLEM, name="p"), device="cuda", policy={},
+                                     budget=5, seed=1, root_evaluation=_root())
+        node = await service.add_child(run.id, "n0", FUSED)
+        await asyncio.sleep(0)
+        await service.aclose()  # must not wait for the held profile
+        assert profiler.calls == [FUSED] and not service._node_profiles
+        assert (await service.node(run.id, node.id)).evaluation.profile is None
