@@ -250,14 +250,16 @@ class ExtensionCache:
         cpus: list[int] | None,
         idle: bool,
     ) -> list[str]:
+        """``compile_main --prime PART`` as trusted code, once per key and part (``idle``: on idle
+        CPU time, stopped while ``quiet()`` is held)."""
         marker = self._marker(key, part)
         # concurrent first builds with the same flags wait for one priming, not one each
         async with self._locks.setdefault(f"prime-{part}-{key}", asyncio.Lock()):
             if marker.exists():
                 return []
-            return await self._prime_now(request, env, marker, part, timeout, cpus, idle)
+            return await self._run_primer(request, env, marker, part, timeout, cpus, idle)
 
-    async def _prime_now(
+    async def _run_primer(
         self,
         request: ExtensionRequest,
         env: dict[str, str],

@@ -116,12 +116,17 @@ class HeldProfiler(SlowProfiler):
         return profiles.unavailable(f"profile of {source_hash(source)[:8]}")
 
 
+async def _gpu_run(store: Store, profiler: HeldProfiler):
+    service = RunService(store, profiler)  # type: ignore[arg-type]
+    run = await store.create_run(problem=problem_from_source(PROBLEM, name="p"), device="cuda", policy={},
+                                 budget=5, seed=1, root_evaluation=_root())
+    return service, run
+
+
 async def test_a_passing_attempt_is_profiled_after_add_child_returns_and_roles_wait_for_it(tmp_path) -> None:
     profiler = HeldProfiler()
     async with await Store.open(Settings(home=tmp_path).database) as store:
-        service = RunService(store, profiler)  # type: ignore[arg-type]
-        run = await store.create_run(problem=problem_from_source(PROBLEM, name="p"), device="cuda", policy={},
-                                     budget=5, seed=1, root_evaluation=_root())
+        service, run = await _gpu_run(store, profiler)
         node = await service.add_child(run.id, "n0", FUSED)  # returns while its profile is held
         failed = await service.add_child(run.id, "n0", WRONG)
         assert node.evaluation.passed and node.evaluation.profile is None
@@ -142,9 +147,7 @@ async def test_a_passing_attempt_is_profiled_after_add_child_returns_and_roles_w
 async def test_closing_drops_a_profile_still_being_taken(tmp_path) -> None:
     profiler = HeldProfiler()
     async with await Store.open(Settings(home=tmp_path).database) as store:
-        service = RunService(store, profiler)  # type: ignore[arg-type]
-        run = await store.create_run(problem=problem_from_source(PROBLEM, name="p"), device="cuda", policy={},
-                                     budget=5, seed=1, root_evaluation=_root())
+        service, run = await _gpu_run(store, profiler)
         node = await service.add_child(run.id, "n0", FUSED)
         await asyncio.sleep(0)
         await service.aclose()  # must not wait for the held profile
