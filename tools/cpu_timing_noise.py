@@ -48,10 +48,10 @@ def as_candidate(source: str) -> str:
     return re.sub(r"\bModel\b", "ModelNew", source)
 
 
-def row(i: int, evaluation: Any, raw: dict[str, Any] | None, background: int) -> str:
+def row(i: int, evaluation: Any, raw: dict[str, Any] | None) -> str:
     trust = evaluation.trust
     speedup = evaluation.speedups.get("eager")
-    cells = [str(i), f"{evaluation.status.value}/{evaluation.reason or '-'}", str(background)]
+    cells = [str(i), f"{evaluation.status.value}/{evaluation.reason or '-'}"]
     if raw is not None:
         (cr, cb), (br, bb) = raw["candidate"], raw["baseline"]
         c_over = statistics.median(b - r for r, b in zip(cr, cb, strict=True))
@@ -89,10 +89,10 @@ async def main() -> None:
     problem = base = load_problem(args.problem)
     source = Path(args.candidate).read_text() if args.candidate else as_candidate(problem.source)
     print(
-        "| # | verdict | background | cand reported ms | base reported ms | cand overhead ms "
-        "| base overhead ms | external ms | speedup | flags |"
+        "| # | verdict | cand reported ms | base reported ms | cand overhead ms | base overhead ms "
+        "| external ms | speedup | flags |"
     )
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|")
     speedups, mismatches, i = [], 0, 0
     per = max(1, args.runs // args.evaluators)
     for _ in range(args.evaluators):
@@ -103,13 +103,12 @@ async def main() -> None:
                     problem = problem_from_source(
                         f"{base.source}\n# evaluation {i}\n", name=f"{base.name}_{i}"
                     )
-                background = ev.extensions.pending  # a precompiled header being made (stopped while timed)
                 evaluation = await ev.evaluate(
                     problem, source, device="cpu", settings=settings, use_cache=False
                 )
                 raw = seen[before] if len(seen) > before else None
                 i += 1
-                print(row(i, evaluation, raw, background + ev.extensions.pending), flush=True)
+                print(row(i, evaluation, raw), flush=True)
                 if evaluation.speedups.get("eager"):
                     speedups.append(evaluation.speedups["eager"])
                 mismatches += "timing_mismatch" in evaluation.flags

@@ -233,21 +233,13 @@ class Evaluator:
                 timings=timings,
             )
 
-        answer = await self._on_worker(info, job)
+        answer = await self.pool(info).run(job)
         if answer.get("kind") == "problem_error":
             raise ProblemError(
                 f"{problem.name}: {answer.get('step')} failed: {answer.get('message')}\n"
                 + str(answer.get("traceback", ""))[-2000:]
             )
         return answer
-
-    async def _on_worker(
-        self, info: DeviceInfo, job: Callable[[WorkerClient], Awaitable[dict[str, Any]]]
-    ) -> dict[str, Any]:
-        if info.kind != "cpu":  # GPU timing: background builds keep to the builders' cores
-            return await self.pool(info).run(job)
-        async with self.extensions.quiet():  # CPU timing shares every core with them
-            return await self.pool(info).run(job)
 
     async def check_problem(self, problem: Problem, device: str = "auto") -> None:
         """Import, build the reference, generate inputs for every shape, run it, check it fits."""
@@ -257,7 +249,7 @@ class Evaluator:
         checked = (str(frame["key"]), info.name)
         if checked in self._checked:
             return
-        answer = await self._on_worker(info, lambda worker: worker.load(frame))
+        answer = await self.pool(info).run(lambda worker: worker.load(frame))
         if answer.get("kind") == "problem_error":
             raise ProblemError(
                 f"{problem.name}: {answer.get('step')} failed: {answer.get('message')}\n"

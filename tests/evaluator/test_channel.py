@@ -37,16 +37,16 @@ def test_a_frame_split_across_the_deadline_arrives_whole(pair) -> None:
     ours, theirs = pair
     header, body = encoded({"kind": "ready", "pad": "x" * 100})
     theirs.sendall(header + body[:5])
-    sent_rest = threading.Event()
+    sending_rest = threading.Event()
 
     def rest() -> None:
         threading.Event().wait(0.3)  # well past the reader's 0.05 s deadline
+        sending_rest.set()  # before the bytes: once they arrive, the reader must see it set
         theirs.sendall(body[5:])
-        sent_rest.set()
 
     threading.Thread(target=rest, daemon=True).start()
     assert frames.recv(ours.fileno(), timeout=0.05) == {"kind": "ready", "pad": "x" * 100}
-    assert sent_rest.is_set()
+    assert sending_rest.is_set()  # the whole frame came from waiting past the deadline
 
 
 def test_a_frame_that_begins_after_a_timeout_is_read_by_the_next_call(pair) -> None:
