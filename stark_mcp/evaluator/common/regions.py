@@ -89,6 +89,14 @@ class Region:
             return torch.empty(shape, dtype=dtype, device=self.flat.device)
         return raw.view(dtype).view(shape)
 
+    def host_bytes(self, leaf: dict[str, Any]) -> memoryview:
+        """The writable bytes of a leaf of a host region (what a read from a runner fills)."""
+        if not isinstance(self._keep, mmap.mmap):
+            raise ValueError("only a host region has host bytes")
+        self.view(leaf)  # the same bounds check
+        offset = int(leaf["offset"])
+        return memoryview(self._keep)[offset : offset + int(leaf["nbytes"])]
+
 
 def _index(device: str) -> int:
     return int(device.split(":", 1)[1]) if ":" in device else 0

@@ -213,6 +213,20 @@ class Driver:
         """Ask the runner to leave on its own (a tool wrapped around it writes its report then)."""
         self.runner.call(0, EXIT, [], lambda: None, timeout)
 
+    def fetch(self, made: Made) -> None:
+        """Copy a call's outputs from the runner's memory into our region, where it published them
+        by address (a CPU runner whose memory we can read); nothing to do where it copied them.
+        Raises OutputUnreadable for an address that is not one, or bytes that cannot be read."""
+        memory = self.runner.memory
+        if memory is None:
+            return
+        leaves = self.output_leaves[made.call.shape]
+        for leaf, address in published_addresses(made.outcome.meta.get("out")):
+            if not 0 <= leaf < len(leaves):
+                continue  # validate_tree refuses the description
+            if int(leaves[leaf]["nbytes"]):
+                memory.read_into(address, self.outputs.host_bytes(leaves[leaf]))
+
     def snapshot(self, shape: int) -> list[torch.Tensor]:
         """A private copy of the published outputs, taken once the call is over."""
         return [v.clone() for v in self.output_views(shape)]
@@ -241,3 +255,21 @@ class Driver:
                 os.close(fd)
             except OSError:
                 pass
+
+
+def published_addresses(tree: Any, limit: int = 4096) -> list[tuple[int, Any]]:
+    """(leaf, address) of every tensor node of a runner's (untrusted) output description that names
+    a leaf; a node that names one without an address gives None, which no read accepts."""
+    found: list[tuple[int, Any]] = []
+    stack, seen = [tree], 0
+    while stack and seen < limit:
+        node = stack.pop()
+        seen += 1
+        if not isinstance(node, dict):
+            continue
+        if node.get("k") == "tensor" and type(node.get("leaf")) is int and node["leaf"] >= 0:
+            found.append((node["leaf"], node.get("addr")))
+        items = node.get("items")
+        if node.get("k") == "seq" and isinstance(items, list):
+            stack.extend(items[:limit])
+    return found

@@ -32,6 +32,7 @@ from stark_mcp.evaluator.common import control, frames
 from stark_mcp.evaluator.common.regions import Region
 from stark_mcp.evaluator.sandbox.launch import Jail, JailCpu, JailSpec
 from stark_mcp.evaluator.sandbox.levels import IsolationInfo
+from stark_mcp.evaluator.trusted.runner_memory import RunnerMemory, enable_credentials, sender_pid
 
 RUNNER_MODULE = "stark_mcp.evaluator.untrusted.runner"
 LOG_HEAD = 16 << 10
@@ -123,6 +124,7 @@ class RunnerHandle:
         self._listener: socket.socket | None = None
         self._handover: list[int] = []
         self._cpu_mark: int | None = None  # jail CPU time when the previous call ended
+        self.memory: RunnerMemory | None = None  # where CPU outputs are read from (by address)
 
     # -- start ---------------------------------------------------------------------------------------
     def start(
@@ -146,6 +148,7 @@ class RunnerHandle:
         runner = [sys.executable, "-P", "-X", "faulthandler", "-m", RUNNER_MODULE]
         if connect is None:
             ours, theirs = socket.socketpair()
+            enable_credentials(ours)  # before the runner can say hello
             self._sock = ours
             child_fds = [theirs.fileno(), block_fd, go_r, done_w]
             spec.argv = [*prefix, *runner, *map(str, child_fds)]
@@ -183,6 +186,7 @@ class RunnerHandle:
             if time.monotonic() > deadline:
                 raise RunnerTimeout()
         try:
+            enable_credentials(conn)  # before the handover: the runner says hello after it
             socket.send_fds(conn, [b"C"], self._handover)
         except OSError:
             conn.close()
@@ -213,6 +217,10 @@ class RunnerHandle:
         deadline = time.monotonic() + timeout
         if self._listener is not None:
             self._accept(deadline)
+        pid = self._hello(deadline)
+        if not self.cuda and pid is not None:
+            self.memory = RunnerMemory.open(pid)
+        setup["publish"] = "address" if self.memory is not None else "copy"
         try:
             socket.send_fds(self._sock, [b"R"], [regions[k][1] for k in names])
             frames.send(self._sock.fileno(), setup)
@@ -234,6 +242,22 @@ class RunnerHandle:
             if frame is None:
                 raise RunnerDied(self.death())
             return frame
+
+    def _hello(self, deadline: float) -> int | None:
+        """Wait for the runner's hello (sent before it runs any candidate code); the kernel's word on
+        which process sent it."""
+        while True:
+            wait = min(0.2, max(0.01, deadline - time.monotonic()))
+            ready, _, _ = select.select([self._sock], [], [], wait)
+            if ready:
+                try:
+                    return sender_pid(self._sock)
+                except OSError:
+                    raise RunnerDied(self.death()) from None
+            if not self.alive():
+                raise RunnerDied(self.death())
+            if time.monotonic() > deadline:
+                raise RunnerTimeout()
 
     # -- calls ---------------------------------------------------------------------------------------
     def call(
@@ -336,6 +360,9 @@ class RunnerHandle:
     def close(self) -> None:
         if self.jail is not None:
             self.jail.close()
+        if self.memory is not None:
+            self.memory.close()
+            self.memory = None
         self._close_handover()
         for fd in self._fds:
             try:

@@ -31,6 +31,7 @@ from stark_mcp.evaluator.sandbox.launch import JailCpu
 from stark_mcp.evaluator.trusted import compare, timing
 from stark_mcp.evaluator.trusted.driver import DeviceTools, Driver, Made
 from stark_mcp.evaluator.trusted.problem import LoadedProblem, ProblemFailure, ResourceExhausted
+from stark_mcp.evaluator.trusted.runner_memory import OutputUnreadable
 from stark_mcp.evaluator.trusted.runners import RunnerDied, RunnerHandle, RunnerTimeout
 
 CANDIDATE_STATUSES = {"build_error", "load_error", "runtime_error", "rejected"}
@@ -287,6 +288,11 @@ class Session:
                 raise Stop("runtime_error", "channel", f"invalid DONE from the candidate: {str(meta)[:300]}")
             raise Stop(str(status), str(reason), str(meta.get("message", ""))[:2000])
         spec = self.problem.shapes[made.call.shape]
+        if checked:
+            try:
+                self._timed("compare", lambda: self.driver.fetch(made))
+            except OutputUnreadable as exc:
+                raise Stop("runtime_error", "channel", f"invalid output description: {exc}") from None
         in_place = checked and spec.output_bytes >= int(self.s.get("compare_in_place_bytes", 1 << 30))
         if not in_place:
             published = (
