@@ -10,10 +10,12 @@ import shutil
 import subprocess
 import sys
 import weakref
+from pathlib import Path
 
 import pytest
 import torch
 
+from stark_mcp.evaluator.trusted import runner_memory
 from stark_mcp.evaluator.trusted.driver import published_addresses
 from stark_mcp.evaluator.trusted.runner_memory import OutputUnreadable, RunnerMemory
 from stark_mcp.evaluator.untrusted.outputs import describe_and_publish
@@ -79,16 +81,13 @@ def test_a_process_gone_cannot_be_read(child) -> None:
 @pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("setpriv"), reason="needs root and setpriv")
 def test_opening_without_the_right_to_is_none_not_an_error() -> None:
     """The fallback's trigger, for real: an unprivileged process may not read a root process."""
-    code = (
-        "from stark_mcp.evaluator.trusted.runner_memory import RunnerMemory;"
-        f"print(RunnerMemory.open({os.getpid()}))"
-    )
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    # The module itself, as source: the unprivileged user may not read the checkout (a clone in a
+    # private temporary folder), and the module needs nothing but the standard library.
+    code = Path(runner_memory.__file__).read_text() + f"\nprint(RunnerMemory.open({os.getpid()}))\n"
     done = subprocess.run(
         ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", sys.executable, "-c", code],
         capture_output=True,
         text=True,
-        env=env,
         cwd="/",
     )
     assert done.returncode == 0, done.stderr
