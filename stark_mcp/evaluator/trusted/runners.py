@@ -176,15 +176,8 @@ class RunnerHandle:
     def _accept(self, deadline: float) -> None:
         """A connecting runner: wait for it, then hand over its control block and doorbells."""
         listener = self._listener
-        while True:
-            ready, _, _ = select.select([listener], [], [], min(0.2, max(0.01, deadline - time.monotonic())))
-            if ready:
-                conn, _ = listener.accept()
-                break
-            if not self.alive():
-                raise RunnerDied(self.death())
-            if time.monotonic() > deadline:
-                raise RunnerTimeout()
+        self._wait_readable(listener, deadline)
+        conn, _ = listener.accept()
         try:
             enable_credentials(conn)  # before the handover: the runner says hello after it
             socket.send_fds(conn, [b"C"], self._handover)
@@ -246,14 +239,18 @@ class RunnerHandle:
     def _hello(self, deadline: float) -> int | None:
         """Wait for the runner's hello (sent before it runs any candidate code); the kernel's word on
         which process sent it."""
+        self._wait_readable(self._sock, deadline)
+        try:
+            return sender_pid(self._sock)
+        except OSError:
+            raise RunnerDied(self.death()) from None
+
+    def _wait_readable(self, sock: socket.socket, deadline: float) -> None:
+        """Until ``sock`` has something to read; RunnerDied or RunnerTimeout meanwhile."""
         while True:
             wait = min(0.2, max(0.01, deadline - time.monotonic()))
-            ready, _, _ = select.select([self._sock], [], [], wait)
-            if ready:
-                try:
-                    return sender_pid(self._sock)
-                except OSError:
-                    raise RunnerDied(self.death()) from None
+            if select.select([sock], [], [], wait)[0]:
+                return
             if not self.alive():
                 raise RunnerDied(self.death())
             if time.monotonic() > deadline:

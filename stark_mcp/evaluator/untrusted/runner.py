@@ -152,6 +152,7 @@ class Runner:
         inputs, expected = (
             ready if ready is not None else (self._inputs(shape, slot, args), self._outputs(shape))
         )
+        keep: list[torch.Tensor] | None = [] if self.by_address else None  # outputs the worker reads
         if self.cuda:
             start, end = self.events
             start.record()
@@ -169,10 +170,8 @@ class Runner:
             self.last = None
             out = self.model(*inputs)
             reported_ns = time.process_time_ns() - t0
-            keep: list[torch.Tensor] | None = [] if self.by_address else None
             tree, flags = describe_and_publish(out, expected, inputs, keep)
-            out = (out, keep)
-        self.last = (out, inputs)  # GPU: freed after DONE, off the timed path; CPU: by the next call
+        self.last = (out, inputs, keep)  # GPU: freed after DONE, off the timed path; CPU: by the next call
         meta = {"ok": True, "out": tree, "flags": flags}
         if self.jit.installed:
             meta["jit"] = self.jit.count  # compilations and autotuning runs so far
