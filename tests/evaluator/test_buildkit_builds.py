@@ -248,3 +248,35 @@ def test_shared_pch_is_made_once_used_by_gcc_and_ignored_when_flags_differ(tmp_p
     assert "! " in compile_with(flags)  # gcc -H marks a used precompiled header with "!"
     other = compile_with([f if f != "-DBK_SCALE=3" else "-DBK_SCALE=4" for f in flags])
     assert "! " not in other and "not used because" in other  # a macro the header reads differs: real header
+
+
+@pytest.mark.skipif(shutil.which("c++") is None, reason="no C++ compiler")
+def test_a_source_that_includes_the_header_again_still_uses_the_pch(tmp_path) -> None:
+    """``load_inline`` writes the include and most candidates write it again; GCC then looks for the
+    header itself beside the ``.gch`` it used. A source error is the source's, not the header's."""
+    from stark_mcp.evaluator.buildkit import pch
+
+    inc = tmp_path / "inc" / "bk"
+    inc.mkdir(parents=True)
+    (inc / "big.h").write_text("#pragma once\n#include <map>\ninline int bk_scale() { return 3; }\n")
+    flags = ["-isystem", str(tmp_path / "inc"), "-std=c++17"]
+    made = pch.ensure_pch(str(tmp_path / "pch"), ["c++"], flags, "bk/big.h", [str(tmp_path / "inc")], "test")
+    assert made.flags and made.path
+
+    def compile_source(text: str, *extra: str) -> subprocess.CompletedProcess[str]:
+        (tmp_path / "main.cpp").write_text(text)
+        return subprocess.run(
+            ["c++", *flags, *made.flags, *extra, "-c", "main.cpp", "-o", "main.o"],
+            cwd=tmp_path, capture_output=True, text=True, check=False,
+        )  # fmt: skip
+
+    twice = compile_source("#include <bk/big.h>\n#include <bk/big.h>\nint f() { return bk_scale(); }\n", "-H")
+    assert twice.returncode == 0, twice.stderr
+    assert "! " in twice.stderr  # the precompiled header was used for the first include
+    broken = compile_source("#include <bk/big.h>\nint f() { return bk_scale() + undeclared_name; }\n")
+    assert broken.returncode != 0 and "undeclared_name" in broken.stderr
+    assert not pch.blames_pch(broken.stderr, made)  # built once: the same error would recur without it
+    # what the second include met before the header was copied beside the .gch
+    (tmp_path / "pch").joinpath(os.path.relpath(made.path, tmp_path / "pch")[: -len(".gch")]).unlink()
+    missing = compile_source("#include <bk/big.h>\n#include <bk/big.h>\nint f() { return bk_scale(); }\n")
+    assert missing.returncode != 0 and pch.blames_pch(missing.stderr, made), missing.stderr

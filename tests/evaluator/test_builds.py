@@ -128,6 +128,10 @@ async def test_compile_error_keeps_the_first_error(evaluator) -> None:
     assert "undeclared_scale_factor" in result.message
     assert "error:" in result.logs["build"] and "undeclared_scale_factor" in result.logs["build"]
     assert result.runtime is None
+    # Compiled once, with the precompiled header despite the repeated include: the error is the
+    # source's own, so compiling it again without the header could only repeat it.
+    (extension,) = result.extensions
+    assert extension["variants"] == ["pch"] and extension["fallbacks"] == [], extension
 
 
 async def test_a_builder_started_ahead_builds_the_next_candidate(cache_dir, monkeypatch) -> None:

@@ -384,10 +384,16 @@ def _compile_cpp(
         outcome.pch_seconds = made.built_seconds or 0.0
         if made.flags:
             code, out, secs = runner.run(command + " " + shlex.join(made.flags))
-            note = "pch rejected by the compiler" if "invalid-pch" in out or ".gch" in out else ""
+            blamed = pch.blames_pch(out, made)
+            note = "pch rejected by the compiler" if blamed else ""
             runner.record(StepRecord(target, "pch", secs, code == 0, note))
             if code == 0:
                 outcome.ok = True
+                return outcome
+            if not blamed:
+                # The precompiled header is torch's header as GCC would parse it at that line: an error
+                # that names neither it nor its directory is the source's own, and recurs without it.
+                outcome.log = _failure(target, command, out)
                 return outcome
             outcome.fallbacks.append(f"{target}: failed with the precompiled header; compiled without it")
         else:

@@ -9,6 +9,11 @@ and cannot change what any source means.
 The ``.gch`` is made from the header alone by trusted code, keyed by the compiler, its flags
 (minus the per-extension ``TORCH_EXTENSION_NAME``, which no torch header uses) and the header
 file's identity, and never from a request that names its own include paths or forced includes.
+
+Beside the ``.gch`` lies a byte-identical copy of the header (same mtime). A source that includes the
+header a second time (``load_inline`` writes the include, and most candidates write it again) has
+GCC look for the header itself in the directory the precompiled one came from: without the copy
+that second include was a fatal "No such file", and every such build fell back to a full compile.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ import hashlib
 import os
 import re
 import shlex
+import shutil
 import subprocess
 import tempfile
 import time
@@ -28,6 +34,7 @@ from dataclasses import dataclass
 from .request import PATH_FLAGS
 
 PCH_HEADERS: tuple[str, ...] = ("torch/extension.h",)
+LAYOUT = "gch+header"  # what a key's directory holds; directories of an older layout are not used
 _FIRST_INCLUDE = re.compile(r"^[ \t]*#[ \t]*include[ \t]*<([^>]+)>")
 
 
@@ -83,9 +90,22 @@ def user_flags_allow_pch(
 def pch_key(compiler_words: list[str], flags: list[str], header_path: str, compiler_version: str) -> str:
     st = os.stat(header_path)
     blob = "\0".join(
-        [*compiler_words, *flags, header_path, str(st.st_size), str(st.st_mtime_ns), compiler_version]
+        [LAYOUT, *compiler_words, *flags, header_path, str(st.st_size), str(st.st_mtime_ns), compiler_version]
     )
     return hashlib.sha256(blob.encode()).hexdigest()[:24]
+
+
+def blames_pch(output: str, made: PchResult) -> bool:
+    """Whether a failed compile's output points at the precompiled header rather than the source."""
+    directory = made.flags[0].removeprefix("-I") if made.flags else None
+    lowered = output.lower()
+    return (
+        ".gch" in lowered
+        or "invalid-pch" in lowered
+        or "precompiled" in lowered
+        or bool(directory and directory in output)
+        or "error" not in lowered  # killed, or a crash without a diagnostic: try once more without it
+    )
 
 
 def pch_flags(flags: list[str]) -> list[str]:
@@ -151,7 +171,7 @@ def _remove_leftovers(directory: str) -> None:
     evaluator closes): a partial ``.gch`` is hundreds of MB. Only a lock holder calls this, so no
     other maker is writing one."""
     for entry in os.listdir(directory):
-        if entry.endswith(".gch.tmp"):
+        if entry.endswith((".gch.tmp", ".h.tmp")):
             with contextlib.suppress(OSError):
                 os.unlink(os.path.join(directory, entry))
 
@@ -164,6 +184,14 @@ def exclusive(lock_path: str) -> Iterator[None]:
             yield
         finally:
             fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def _copy_header(header_path: str, dest: str) -> None:
+    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(dest), suffix=".h.tmp")
+    os.close(fd)
+    shutil.copy2(header_path, tmp)  # the mtime too: GCC's #pragma once compares it
+    os.chmod(tmp, 0o644)
+    os.replace(tmp, dest)
 
 
 def _make(
@@ -185,6 +213,7 @@ def _make(
         os.unlink(tmp)
         return PchResult([], reason=f"making the PCH failed: {shlex.join(cmd)[:200]}: {done.stderr[-500:]}")
     os.chmod(tmp, 0o644)  # compile jails run as another uid: a 0600 header was silently not used
+    _copy_header(header_path, os.path.join(directory, header))  # before the .gch: it marks the set done
     os.replace(tmp, gch)
     with open(os.path.join(directory, "command.txt"), "w") as fh:
         fh.write(shlex.join(cmd) + "\n")
