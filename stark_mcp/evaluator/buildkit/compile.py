@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import dataclasses
+import functools
 import hashlib
 import json
 import os
@@ -28,6 +29,7 @@ import shutil
 import subprocess
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -225,25 +227,22 @@ def prime(
     rendered = render(request, build_dir)
     nf = parse(_read(write_ninja(rendered, build_dir)))
     toolchain = Toolchain.detect()
-    notes: list[str] = []
+    jobs: list[Callable[[], str]] = []
     for edge in nf.edges:
         source, command = edge.inputs[0] if edge.inputs else "", nf.command(edge)
-        if edge.rule == "compile" and "pch" in parts:
+        if edge.rule == "compile":
             header = pch.first_include(_read(source))
-            if header in pch.PCH_HEADERS and pch.user_flags_allow_pch(
+            if header not in pch.PCH_HEADERS or not pch.user_flags_allow_pch(
                 request.extra_cflags, request.extra_include_paths
             ):
-                compiler = shlex.split(nf.variables["cxx"])
-                words = shlex.split(command)[len(compiler) :]
-                made = pch.ensure_pch(
-                    os.path.join(pch_dir, "pch"),
-                    compiler,
-                    [w for w in words if w != source],
-                    header,
-                    _isystem_dirs(words),
-                    toolchain.cxx_version,
-                )
-                notes.append(f"pch {header}: " + ("ready" if made.flags else made.reason))
+                continue
+            compiler = shlex.split(nf.variables["cxx"])
+            words = shlex.split(command)[len(compiler) :]
+            flags = [w for w in words if w != source]
+            if "pch" in parts:
+                jobs.append(functools.partial(_prime_pch, pch_dir, compiler, flags, header, words, toolchain))
+            if "light" in parts and header in light.HOST_SUBSTITUTES:
+                jobs.append(functools.partial(_prime_host_light, compiler, flags, source, pch_dir, toolchain))
         elif (
             edge.rule == "cuda_compile"
             and "light" in parts
@@ -253,9 +252,44 @@ def prime(
             _text, swapped = light.rewrite(original, LIGHT_DEFAULT)
             if swapped:
                 argv = nvccplan.strip_dependency_flags(shlex.split(command))
-                reason = _light_blocked(original, swapped, LIGHT_DEFAULT, argv, source, pch_dir, toolchain)
-                notes.append("light profile: " + ("ready" if not reason else reason))
-    return notes
+                jobs.append(
+                    functools.partial(
+                        _prime_note,
+                        "light profile",
+                        functools.partial(
+                            _light_blocked, original, swapped, LIGHT_DEFAULT, argv, source, pch_dir, toolchain
+                        ),
+                    )
+                )
+    # side by side: a first build on a GPU machine waits for the profiles of both its files
+    with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, len(jobs))) as pool:
+        return list(pool.map(lambda job: job(), jobs))
+
+
+def _prime_pch(
+    pch_dir: str, compiler: list[str], flags: list[str], header: str, words: list[str], toolchain: Toolchain
+) -> str:
+    made = pch.ensure_pch(
+        os.path.join(pch_dir, "pch"), compiler, flags, header, _isystem_dirs(words), toolchain.cxx_version
+    )
+    return f"pch {header}: " + ("ready" if made.flags else made.reason)
+
+
+def _prime_host_light(
+    compiler: list[str], flags: list[str], source: str, pch_dir: str, toolchain: Toolchain
+) -> str:
+    original = _read(source)
+    _text, swapped = light.rewrite(original, light.HOST_SUBSTITUTES)
+    argv = host_profile_argv(compiler, flags)
+    blocked = functools.partial(
+        _light_blocked, original, swapped, light.HOST_SUBSTITUTES, argv, source, pch_dir, toolchain, host=True
+    )
+    return _prime_note("host light profile", blocked)
+
+
+def _prime_note(what: str, blocked: Callable[[], str]) -> str:
+    reason = blocked()
+    return f"{what}: " + ("ready" if not reason else reason)
 
 
 def _finish(report: BuildReport, out_dir: str, start: float) -> BuildReport:
@@ -398,12 +432,57 @@ def _compile_cpp(
             outcome.fallbacks.append(f"{target}: failed with the precompiled header; compiled without it")
         else:
             outcome.fallbacks.append(f"{target}: no precompiled header ({made.reason})")
+            if substitutes and _compile_cpp_light(
+                command, compiler, flags, source, target, runner, pch_dir, toolchain, make_shared, outcome
+            ):
+                outcome.ok = True
+                return outcome
     code, out, secs = runner.run(command)
     runner.record(StepRecord(target, "plain", secs, code == 0))
     outcome.ok = code == 0
     if not outcome.ok:
         outcome.log = _failure(target, command, out)
     return outcome
+
+
+def _compile_cpp_light(
+    command: str,
+    compiler: list[str],
+    flags: list[str],
+    source: str,
+    target: str,
+    runner: _Runner,
+    pch_dir: str,
+    toolchain: Toolchain,
+    make_shared: bool,
+    outcome: _Outcome,
+) -> bool:
+    """The host file with ``light.HOST_SUBSTITUTES``, when its profile allows; False: build the original."""
+    original = _read(source)
+    light_text, swapped = light.rewrite(original, light.HOST_SUBSTITUTES)
+    if not swapped:
+        return False
+    argv = host_profile_argv(compiler, flags)
+    reason = _light_blocked(
+        original, swapped, light.HOST_SUBSTITUTES, argv, source, pch_dir, toolchain, make_shared, host=True
+    )
+    if reason:
+        outcome.fallbacks.append(f"{target}: kept the full include set ({reason})")
+        return False
+    try:
+        _write(source, light_text)
+        code, _out, secs = runner.run(command)
+    finally:
+        _write(source, original)
+    runner.record(StepRecord(target, "light", secs, code == 0))
+    if code != 0:
+        outcome.fallbacks.append(f"{target}: the light include set did not compile; built the original")
+    return code == 0
+
+
+def host_profile_argv(compiler: list[str], flags: list[str]) -> list[str]:
+    """A host compile command as its include profile is keyed: no outputs, dependency files or name."""
+    return [*compiler, *pch.pch_flags(flags)]
 
 
 def _isystem_dirs(words: list[str]) -> list[str]:
@@ -495,16 +574,18 @@ def _light_blocked(
     pch_dir: str | None,
     toolchain: Toolchain,
     make_shared: bool = True,
+    host: bool = False,
 ) -> str:
     if not pch_dir:
         return "no profile directory"
     pre = _preprocess_argv(argv, source)
     for full in swapped:
-        blob = json.dumps([pre, full, substitutes[full], toolchain.fingerprint()])
+        kind = ["host"] if host else []  # a host profile is keyed apart from an nvcc one
+        blob = json.dumps([pre, full, substitutes[full], toolchain.fingerprint(), *kind])
         key = hashlib.sha256(blob.encode()).hexdigest()[:24]
         try:
             profile = light.load_or_make_profile(
-                os.path.join(pch_dir, "light"), key, pre, full, substitutes[full], make=make_shared
+                os.path.join(pch_dir, "light"), key, pre, full, substitutes[full], make=make_shared, host=host
             )
         except (RuntimeError, OSError, subprocess.TimeoutExpired) as exc:
             return f"no profile: {exc}"[:300]

@@ -26,6 +26,10 @@ from dataclasses import dataclass
 from .pch import exclusive
 
 LIGHT_SUBSTITUTES: dict[str, str] = {"torch/extension.h": "torch/types.h"}
+# The host file binds functions with pybind11, so it keeps torch/python.h (which brings torch/types.h
+# and torch's pybind11 casters) and drops torch/all.h: 9.1 s against 13.8 s for a small wrapper on
+# the dev machine. It is used where no precompiled header is ready yet (a GPU machine's first build).
+HOST_SUBSTITUTES: dict[str, str] = {"torch/extension.h": "torch/python.h"}
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
@@ -89,11 +93,13 @@ def load_or_make_profile(
     light: str,
     timeout: float = 600.0,
     make: bool = True,
+    host: bool = False,
 ) -> Profile:
     """The ``Profile`` of ``full`` against ``light`` for one compiler command line, made once.
 
     ``preprocess_argv`` is the source's compile command minus its input and output; the two
     headers are preprocessed with it (host pass, ``-E`` and ``-dM``) and their sets compared.
+    ``host``: the command is the host compiler's (a ``.cpp``), not nvcc's.
     """
     path = profile_path(profile_dir, key)
     if not make:  # a compile jail only reads profiles that trusted code made
@@ -105,18 +111,24 @@ def load_or_make_profile(
     os.makedirs(profile_dir, exist_ok=True)
     with exclusive(path + ".lock"):
         if not os.path.exists(path):
-            _make_profile(path, profile_dir, preprocess_argv, full, light, timeout)
+            _make_profile(path, profile_dir, preprocess_argv, full, light, timeout, host)
     with open(path) as fh:
         data = json.load(fh)
     return Profile(macros=frozenset(data["macros"]), names=frozenset(data["names"]))
 
 
 def _make_profile(
-    path: str, profile_dir: str, preprocess_argv: list[str], full: str, light: str, timeout: float
+    path: str,
+    profile_dir: str,
+    preprocess_argv: list[str],
+    full: str,
+    light: str,
+    timeout: float,
+    host: bool = False,
 ) -> None:
     with tempfile.TemporaryDirectory(dir=profile_dir) as tmp:
-        full_macros, full_names = _preprocessed(preprocess_argv, full, tmp, timeout)
-        light_macros, light_names = _preprocessed(preprocess_argv, light, tmp, timeout)
+        full_macros, full_names = _preprocessed(preprocess_argv, full, tmp, timeout, host)
+        light_macros, light_names = _preprocessed(preprocess_argv, light, tmp, timeout, host)
     data = {
         "full": full,
         "light": light,
@@ -130,12 +142,14 @@ def _make_profile(
     os.replace(tmp_path, path)
 
 
-def _preprocessed(argv: list[str], header: str, tmp: str, timeout: float) -> tuple[set[str], set[str]]:
-    src = os.path.join(tmp, f"probe_{re.sub(r'[^A-Za-z0-9]', '_', header)}.cu")
+def _preprocessed(
+    argv: list[str], header: str, tmp: str, timeout: float, host: bool = False
+) -> tuple[set[str], set[str]]:
+    src = os.path.join(tmp, f"probe_{re.sub(r'[^A-Za-z0-9]', '_', header)}" + (".cpp" if host else ".cu"))
     with open(src, "w") as fh:
         fh.write(f"#include <{header}>\n")
     texts = []
-    for extra in (["-E"], ["-E", "-Xcompiler", "-dM"]):
+    for extra in (["-E"], ["-E", "-dM"] if host else ["-E", "-Xcompiler", "-dM"]):
         cmd = [*argv, *extra, src, "-o", src + ".i"]
         done = subprocess.run(cmd, check=False, capture_output=True, text=True, timeout=timeout, cwd=tmp)
         if done.returncode != 0:
