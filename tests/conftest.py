@@ -1,0 +1,84 @@
+"""Two tests at a time (pytest-xdist, ``-n 2`` in pyproject.toml), except where time is measured.
+
+Most tests wait on processes more than they compute (the server tests kept 0.53 of the CI machine's
+two cores busy), so two workers share the machine well. A test that judges a timing (an honest
+control must not be flagged, a cheat must not gain a speedup) measures the machine as a user's
+evaluation would, so it runs alone: marked ``alone``, it takes an exclusive lock that every other
+test holds shared while it runs. A gate lock makes a waiting ``alone`` test block new arrivals, so
+a steady stream of ordinary tests on the other worker cannot starve it, and consecutive ``alone``
+tests keep the lock, so the other worker's current test is waited for once per run of them.
+
+Tests that share a session fixture holding an evaluator (its workers, its build cache) stay on one
+worker (``xdist_group`` per folder), so each folder's C++ builds and precompiled headers are made once.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO
+
+import pytest
+
+SHARED_EVALUATOR_FOLDERS = ("adversarial", "evaluator")
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's own, which reads the groups into the test ids
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    tests = Path(__file__).resolve().parent
+    for item in items:
+        parts = Path(str(item.path)).resolve().relative_to(tests).parts
+        if len(parts) > 1 and parts[0] in SHARED_EVALUATOR_FOLDERS:
+            item.add_marker(pytest.mark.xdist_group(parts[0]))
+
+
+class _Turns:
+    """This worker's hold on the session's two lock files (none without xdist)."""
+
+    def __init__(self) -> None:
+        self.files: tuple[IO[str], IO[str]] | None = None
+        self.exclusive = False
+
+    def take(self, folder: Path, exclusive: bool) -> None:
+        if self.files is not None and self.exclusive == exclusive:
+            return  # the run of ``alone`` tests goes on
+        self.give_back()
+        gate, run = open(folder / "gate.lock", "a"), open(folder / "run.lock", "a")  # noqa: SIM115
+        fcntl.flock(gate, fcntl.LOCK_EX)
+        fcntl.flock(run, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+        if not exclusive:
+            fcntl.flock(gate, fcntl.LOCK_UN)
+        self.files, self.exclusive = (gate, run), exclusive
+
+    def give_back(self) -> None:
+        if self.files is not None:
+            for handle in reversed(self.files):
+                fcntl.flock(handle, fcntl.LOCK_UN)
+                handle.close()
+            self.files = None
+
+
+_TURNS = _Turns()
+
+
+def _alone(item: pytest.Item | None) -> bool:
+    return item is not None and item.get_closest_marker("alone") is not None
+
+
+@pytest.hookimpl(hookwrapper=True, tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> Iterator[None]:
+    if "PYTEST_XDIST_WORKER" in os.environ:
+        # Every worker's base directory sits in the session's own folder: the locks are this run's.
+        folder = item.config._tmp_path_factory.getbasetemp().parent  # type: ignore[attr-defined]
+        _TURNS.take(folder, exclusive=_alone(item))
+    yield
+
+
+@pytest.hookimpl(hookwrapper=True, trylast=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    yield
+    # A run of consecutive ``alone`` tests keeps the machine; an ordinary test lets an ``alone`` one in.
+    if not (_alone(item) and _alone(nextitem)):
+        _TURNS.give_back()
