@@ -57,11 +57,6 @@ class Case:
     def honest(self) -> bool:
         return any(a.honest for a in self.expect)
 
-    @property
-    def judges_timing(self) -> bool:
-        """Whether the verdict rests on a timing: a pass (honest, or bounded speedup) or a forgery."""
-        timed = ("passed", "rejected/timing_forged")
-        return any(a.status == "passed" or str(a) in timed for a in self.expect)
 
 
 def _field(doc: str, name: str, path: Path) -> str:

@@ -61,14 +61,23 @@ async def test_the_cases_with_cpp_extensions_build(suite_evaluator) -> None:
         assert evaluation.extensions and all(e["ok"] for e in evaluation.extensions), case.name
 
 
-# A case judged on a timing measures the machine, so no other test runs beside it (tests/conftest.py);
-# those cases come last, one unbroken run of them.
-ORDERED = sorted(CPU_CASES, key=lambda c: c.judges_timing)
+
+
+def measures_the_machine(case: cases.Case) -> bool:
+    """An honest control must pass unflagged (its two clocks agree to ~0.1 ms), and a bound close to
+    1x leaves little room for noise: such cases see the machine as a user's evaluation has it, so no
+    other test runs beside them (tests/conftest.py). The rest are judged on a verdict, a bound
+    (1.35x) far above what a neighbour's load moves a ratio of interleaved timings, or forgery,
+    whose noise-sized variant is allowed its honest speed (cases.py)."""
+    return case.honest or any(a.max_speedup is not None and a.max_speedup < 1.2 for a in case.expect)
+
+
+ORDERED = sorted(CPU_CASES, key=measures_the_machine)  # those last: one unbroken run of them
 
 
 @pytest.mark.parametrize(
     "case",
-    [pytest.param(c, marks=[pytest.mark.alone] if c.judges_timing else []) for c in ORDERED],
+    [pytest.param(c, marks=[pytest.mark.alone] if measures_the_machine(c) else []) for c in ORDERED],
     ids=[c.name for c in ORDERED],
 )
 async def test_case(suite_evaluator, case: cases.Case) -> None:

@@ -418,8 +418,8 @@ def _compile_cpp(
         outcome.pch_seconds = made.built_seconds or 0.0
         if made.flags:
             code, out, secs = runner.run(command + " " + shlex.join(made.flags))
-            blamed = pch.blames_pch(out, made)
-            note = "pch rejected by the compiler" if blamed else ""
+            blamed = code != 0 and pch.blames_pch(out, made)
+            note = "pch rejected by the compiler" if "invalid-pch" in out or ".gch" in out else ""
             runner.record(StepRecord(target, "pch", secs, code == 0, note))
             if code == 0:
                 outcome.ok = True

@@ -15,6 +15,7 @@ built.
 
 from __future__ import annotations
 
+import concurrent.futures
 import json
 import os
 import re
@@ -127,8 +128,11 @@ def _make_profile(
     host: bool = False,
 ) -> None:
     with tempfile.TemporaryDirectory(dir=profile_dir) as tmp:
-        full_macros, full_names = _preprocessed(preprocess_argv, full, tmp, timeout, host)
-        light_macros, light_names = _preprocessed(preprocess_argv, light, tmp, timeout, host)
+        # four preprocessor runs, side by side: a first build on a fresh machine waits for them
+        with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
+            full_job = pool.submit(_preprocessed, preprocess_argv, full, tmp, timeout, host)
+            light_job = pool.submit(_preprocessed, preprocess_argv, light, tmp, timeout, host)
+            (full_macros, full_names), (light_macros, light_names) = full_job.result(), light_job.result()
     data = {
         "full": full,
         "light": light,
@@ -148,16 +152,20 @@ def _preprocessed(
     src = os.path.join(tmp, f"probe_{re.sub(r'[^A-Za-z0-9]', '_', header)}" + (".cpp" if host else ".cu"))
     with open(src, "w") as fh:
         fh.write(f"#include <{header}>\n")
-    texts = []
-    for extra in (["-E"], ["-E", "-dM"] if host else ["-E", "-Xcompiler", "-dM"]):
-        cmd = [*argv, *extra, src, "-o", src + ".i"]
+    def run(extra: list[str], out: str) -> str:
+        cmd = [*argv, *extra, src, "-o", out]
         done = subprocess.run(cmd, check=False, capture_output=True, text=True, timeout=timeout, cwd=tmp)
         if done.returncode != 0:
             raise RuntimeError(
                 f"preprocessing {header} failed: {shlex.join(cmd)[:300]}\n{done.stderr[-1000:]}"
             )
-        with open(src + ".i", errors="replace") as fh:
-            texts.append(fh.read())
+        with open(out, errors="replace") as fh:
+            return fh.read()
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
+        text_job = pool.submit(run, ["-E"], src + ".i")
+        macro_job = pool.submit(run, ["-E", "-dM"] if host else ["-E", "-Xcompiler", "-dM"], src + ".dM")
+        texts = [text_job.result(), macro_job.result()]
     code = "\n".join(line for line in texts[0].splitlines() if not line.startswith("#"))
     macros = set(re.findall(r"^#define ([A-Za-z_][A-Za-z0-9_]*)", texts[1], re.MULTILINE))
     return macros, identifiers(code) | identifiers(texts[1])
