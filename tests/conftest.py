@@ -1,4 +1,4 @@
-"""Two tests at a time (pytest-xdist, ``-n 2`` in pyproject.toml), except where time is measured.
+"""Tests side by side (pytest-xdist, ``-n 3`` in pyproject.toml), except where time is measured.
 
 Most tests wait on processes more than they compute (the server tests kept 0.53 of the CI machine's
 two cores busy), so two workers share the machine well. A test that judges a timing (an honest
@@ -29,6 +29,9 @@ SHARED_EVALUATOR_FOLDERS = ("adversarial", "evaluator")
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     tests = Path(__file__).resolve().parent
     for item in items:
+        if item.get_closest_marker("gpu") is not None:
+            # GPU tests time kernels on the one GPU they share: two at once flagged an honest kernel
+            item.add_marker(pytest.mark.alone)
         parts = Path(str(item.path)).resolve().relative_to(tests).parts
         if len(parts) > 1 and parts[0] in SHARED_EVALUATOR_FOLDERS:
             item.add_marker(pytest.mark.xdist_group(parts[0]))
