@@ -13,7 +13,8 @@ The builder (a jail running the candidate's import) sends each ``load_inline`` c
 - that toolchain directory is filled only here, by ``compile_main --prime`` run as trusted code for
   requests whose flags are all on the plain list (``buildkit.flags_are_plain``): it compiles
   torch's own headers with those flags, never the candidate's sources. Include profiles (seconds)
-  are made before the first build that needs them; a precompiled header (35-50 s, worth it from
+  are made while the first build that needs them compiles (its light variants are kept only if
+  the profiles then allow them); a precompiled header (35-50 s, worth it from
   the fourth build) is made in the background on idle CPU time of the builders' own cores (a GPU
   machine's), so no build waits for it: builds before it is ready compile without it. Where builds
   have no cores of their own (a CPU machine, whose timing loops use every core), the build waits.
@@ -54,6 +55,7 @@ from stark_mcp.evaluator.sandbox.launch import Jail, JailSpec, Mount, inside_pat
 from stark_mcp.evaluator.sandbox.levels import IsolationInfo
 
 COMPILE_MAIN = str(Path(__file__).resolve().parent / "buildkit" / "compile_main.py")
+PROFILE_WAIT_S = 120.0  # how long a compile jail waits for include profiles made beside it
 PCH_TIMEOUT_S = 900.0  # a background precompiled header: bounded, though no build waits for it
 KEEP = ("build_report.json", "build.log")  # besides the library, what leaves a compile jail
 LIBRARY_SUFFIX = ".so"
@@ -185,13 +187,46 @@ class ExtensionCache:
                     seconds=time.monotonic() - start,
                     report=report,
                 )
-            primed = await self.prime(request, env, toolchain, timeout, cpus)
-            build = await self._compile(request, key, env, isolation, timeout, hidden, cpus, cacheable)
+            profiles = self._start_profiles(request, env, toolchain, timeout, cpus)
+            try:
+                primed = await self.prime(request, env, toolchain, timeout, cpus, light=profiles is None)
+                build = await self._compile(
+                    request, key, env, isolation, timeout, hidden, cpus, cacheable,
+                    await_profiles=PROFILE_WAIT_S if profiles is not None else 0.0,
+                )  # fmt: skip
+            except BaseException:
+                if profiles is not None:
+                    profiles.cancel()
+                    await asyncio.gather(profiles, return_exceptions=True)
+                raise
+            if profiles is not None:
+                primed = await profiles + primed
         build.layout, build.primed = shape, primed
         build.seconds = time.monotonic() - start
         return build
 
     # -- trusted: the shared toolchain directory ------------------------------------------------------
+    def _start_profiles(
+        self,
+        request: ExtensionRequest,
+        env: dict[str, str],
+        toolchain: Toolchain,
+        timeout: float,
+        cpus: list[int] | None,
+    ) -> asyncio.Future[list[str]] | None:
+        """The include profiles of a CUDA request's first build with its flags, made while it compiles.
+
+        Making them takes seconds, and the first build on a fresh machine waited for them: now its
+        compile jail compiles the light variants meanwhile and keeps each only if its profile, once
+        made, allows it (``compile_main --await-profiles``). None: nothing to make, or not allowed.
+        """
+        if not request.cuda_sources or not flags_are_plain(request):
+            return None
+        key = _prime_key(request, toolchain)
+        if self._marker(key, "light").exists():
+            return None
+        return asyncio.ensure_future(self._prime_part(request, env, key, "light", timeout, cpus, idle=False))
+
     async def prime(
         self,
         request: ExtensionRequest,
@@ -199,13 +234,15 @@ class ExtensionCache:
         toolchain: Toolchain,
         timeout: float,
         cpus: list[int] | None,
+        light: bool = True,
     ) -> list[str]:
-        """Make what fast builds with ``request``'s flags read (before its compile); notes say what."""
+        """Make what fast builds with ``request``'s flags read (before its compile); notes say what.
+        ``light=False``: not the include profiles (``_start_profiles`` makes them beside the compile)."""
         if not flags_are_plain(request):
             return ["not primed: flags outside the plain list"]
         key = _prime_key(request, toolchain)
         notes: list[str] = []
-        if request.cuda_sources:  # the include profiles that let a .cu skip most of torch's headers
+        if request.cuda_sources and light:  # the include profiles that let a .cu skip most of torch's headers
             notes += await self._prime_part(request, env, key, "light", timeout, cpus, idle=False)
         if not (self.background_pch and cpus):
             # Without cores of their own, builds share every core with CPU timing loops: a maker there,
@@ -294,6 +331,7 @@ class ExtensionCache:
         hidden: list[str],
         cpus: list[int] | None,
         cacheable: bool,
+        await_profiles: float = 0.0,
     ) -> ExtensionBuild:
         self.root.mkdir(parents=True, exist_ok=True)
         self.toolchain_dir.mkdir(parents=True, exist_ok=True)
@@ -313,6 +351,7 @@ class ExtensionCache:
             argv=[
                 sys.executable, "-P", COMPILE_MAIN, f"{req_in}/request.json", out_in,
                 "--pch-dir", tool_in, "--pch-readonly",
+                *(["--await-profiles", f"{await_profiles:.0f}"] if await_profiles else []),
             ],
             env=env,
             name="compile",

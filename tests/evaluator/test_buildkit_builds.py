@@ -14,7 +14,9 @@ import shlex
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -321,3 +323,70 @@ def test_first_build_without_a_pch_compiles_the_host_file_with_the_light_include
                                if k in ("macros", "names")})
     assert "SGD" in light.blocking_names("auto opt = torch::optim::SGD(params, 0.1);", profile)
     assert light.blocking_names(RELU_CPP, profile) == []
+
+
+def _build_while_profiling(tmp_path: Path, name: str, source: str) -> tuple[Any, list[str]]:
+    """A build started before trusted code makes its profile (as a GPU machine's first build is)."""
+    import threading
+
+    from stark_mcp.evaluator.buildkit import compile as bk_compile
+
+    request = ExtensionRequest.from_load_inline(name, source, functions=["relu_twice"])
+    toolchain = str(tmp_path / "toolchain")
+    notes: list[str] = []
+    # a light compile takes about what the profile takes: starting the profile late makes the
+    # build find no profile when it starts, compile meanwhile, and wait for it afterwards
+    primer = threading.Timer(
+        2.0, lambda: notes.extend(bk_compile.prime(request, str(tmp_path / "prime"), toolchain, ("light",)))
+    )
+    started = time.time()
+    primer.start()
+    try:
+        out = str(tmp_path / "out")
+        report = build(request, out, pch_dir=toolchain, make_shared=False, await_profiles=120.0)
+    finally:
+        primer.join()
+    (profile,) = (tmp_path / "toolchain" / "light").glob("light2-*.json")
+    assert profile.stat().st_mtime > started + 1  # made after the build had started
+    assert len(notes) == 1 and notes[0].startswith("host light profile: "), notes
+    return report, [f for f in report.fallbacks if "precompiled header" not in f]
+
+
+def test_a_light_host_file_compiled_while_its_profile_is_made_is_kept_if_the_profile_allows(tmp_path) -> None:
+    report, fallbacks = _build_while_profiling(tmp_path, "stark_bk_light_wait", RELU_CPP)
+    assert report.ok, report.log
+    assert [(s.variant, s.ok) for s in report.steps if s.target == "main.o"] == [("light", True)]
+    assert fallbacks == []
+
+
+def test_a_light_host_file_compiled_while_its_profile_is_made_is_dropped_if_it_blocks(tmp_path) -> None:
+    # Compiles with either include set, but calls a name (its own) that only torch/all.h also declares.
+    source = RELU_CPP + "static int SGD(int x) { return x; }\nint sgd_used() { return SGD(1); }\n"
+    report, fallbacks = _build_while_profiling(tmp_path, "stark_bk_light_blocked", source)
+    assert report.ok, report.log
+    steps = [(s.variant, s.ok) for s in report.steps if s.target == "main.o"]
+    assert steps == [("light", True), ("plain", True)]
+    assert len(fallbacks) == 1 and "SGD" in fallbacks[0], fallbacks
+
+
+def test_a_jail_waiting_for_a_profile_stops_at_its_makers_failure_or_its_deadline(tmp_path) -> None:
+    import threading
+
+    from stark_mcp.evaluator.buildkit import light
+
+    def load(wait: float) -> light.Profile:
+        return light.load_or_make_profile(str(tmp_path), "k", [], "a.h", "b.h", make=False, wait=wait)
+
+    start = time.monotonic()
+    with pytest.raises(RuntimeError, match=light.NOT_MADE):
+        load(0.3)
+    assert 0.3 <= time.monotonic() - start < 5
+    path = light.profile_path(str(tmp_path), "k")
+    Path(path + ".failed").write_text("preprocessing failed")
+    start = time.monotonic()
+    with pytest.raises(RuntimeError, match="failed"):
+        load(60.0)
+    assert time.monotonic() - start < 5  # the maker's failure ends the wait at once
+    Path(path + ".failed").unlink()
+    threading.Timer(0.3, lambda: Path(path).write_text('{"macros": ["M"], "names": ["n"]}')).start()
+    assert load(60.0) == light.Profile(macros=frozenset({"M"}), names=frozenset({"n"}))

@@ -146,6 +146,7 @@ def build(
     jobs: int | None = None,
     light_substitutes: dict[str, str] | None = None,
     make_shared: bool = True,
+    await_profiles: float = 0.0,
 ) -> BuildReport:
     """Build ``request`` into ``out_dir`` (``<name>.so`` there) and write ``build_report.json``.
 
@@ -153,6 +154,8 @@ def build(
     fast strategy uses neither. ``make_shared=False`` only reads ``pch_dir`` (a compile jail: what
     is missing there is skipped, never made; ``prime`` makes it). ``link=False`` stops after the
     object files (compile-only checks on machines without torch's CUDA libraries).
+    ``await_profiles``: trusted code is making the include profiles right now; a light variant is
+    compiled meanwhile and kept only if its profile, waited for up to that long, then allows it.
     """
     start = time.monotonic()
     out_dir = os.path.abspath(out_dir)
@@ -176,6 +179,7 @@ def build(
                 jobs,
                 LIGHT_DEFAULT if light_substitutes is None else light_substitutes,
                 make_shared,
+                await_profiles,
             )
             report.steps = steps
             report.ok, report.log = outcome.ok, outcome.log
@@ -337,6 +341,7 @@ def _build_fast(
     jobs: int | None,
     substitutes: dict[str, str],
     make_shared: bool = True,
+    await_profiles: float = 0.0,
 ) -> tuple[_Outcome, list[StepRecord]]:
     nf = parse(_read(write_ninja(rendered, build_dir)))
     unknown = {e.rule for e in nf.edges} - {"compile", "cuda_compile", "link"}
@@ -357,6 +362,7 @@ def _build_fast(
                 toolchain,
                 substitutes,
                 make_shared,
+                await_profiles,
             )
             for e in compiles
         ]
@@ -392,6 +398,7 @@ def _compile_cpp(
     toolchain: Toolchain,
     substitutes: dict[str, str],
     make_shared: bool = True,
+    await_profiles: float = 0.0,
 ) -> _Outcome:
     target, source = edge.outputs[0], edge.inputs[0]
     command = nf.command(edge)
@@ -433,8 +440,9 @@ def _compile_cpp(
         else:
             outcome.fallbacks.append(f"{target}: no precompiled header ({made.reason})")
             if substitutes and _compile_cpp_light(
-                command, compiler, flags, source, target, runner, pch_dir, toolchain, make_shared, outcome
-            ):
+                command, compiler, flags, source, target, runner, pch_dir, toolchain, make_shared, outcome,
+                await_profiles,
+            ):  # fmt: skip
                 outcome.ok = True
                 return outcome
     code, out, secs = runner.run(command)
@@ -456,6 +464,7 @@ def _compile_cpp_light(
     toolchain: Toolchain,
     make_shared: bool,
     outcome: _Outcome,
+    await_profiles: float = 0.0,
 ) -> bool:
     """The host file with ``light.HOST_SUBSTITUTES``, when its profile allows; False: build the original."""
     original = _read(source)
@@ -463,10 +472,16 @@ def _compile_cpp_light(
     if not swapped:
         return False
     argv = host_profile_argv(compiler, flags)
-    reason = _light_blocked(
-        original, swapped, light.HOST_SUBSTITUTES, argv, source, pch_dir, toolchain, make_shared, host=True
-    )
-    if reason:
+
+    def blocked(wait: float) -> str:
+        return _light_blocked(
+            original, swapped, light.HOST_SUBSTITUTES, argv, source, pch_dir, toolchain, make_shared,
+            host=True, wait=wait,
+        )  # fmt: skip
+
+    reason = blocked(0.0)
+    pending = bool(reason) and light.NOT_MADE in reason and await_profiles > 0
+    if reason and not pending:
         outcome.fallbacks.append(f"{target}: kept the full include set ({reason})")
         return False
     try:
@@ -477,7 +492,11 @@ def _compile_cpp_light(
     runner.record(StepRecord(target, "light", secs, code == 0))
     if code != 0:
         outcome.fallbacks.append(f"{target}: the light include set did not compile; built the original")
-    return code == 0
+        return False
+    late = blocked(await_profiles) if pending else ""
+    if late:  # compiled while the profile was made, and the profile does not allow it: not used
+        outcome.fallbacks.append(f"{target}: kept the full include set ({late})")
+    return not late
 
 
 def host_profile_argv(compiler: list[str], flags: list[str]) -> list[str]:
@@ -498,6 +517,7 @@ def _compile_cu(
     toolchain: Toolchain,
     substitutes: dict[str, str],
     make_shared: bool = True,
+    await_profiles: float = 0.0,
 ) -> _Outcome:
     target, source = edge.outputs[0], edge.inputs[0]
     command = nf.command(edge)
@@ -506,6 +526,7 @@ def _compile_cu(
         original = fh.read()
     nvcc_words = shlex.split(nf.variables.get("nvcc", ""))
     variants: list[tuple[str, str]] = []
+    pending = False  # the light variant is compiled before its profile exists, and checked after
     if len(nvcc_words) == 1:
         argv = nvccplan.strip_dependency_flags(shlex.split(command))
         light_text, swapped = light.rewrite(original, substitutes)
@@ -513,7 +534,8 @@ def _compile_cu(
             reason = _light_blocked(
                 original, swapped, substitutes, argv, source, pch_dir, toolchain, make_shared
             )
-            if reason:
+            pending = bool(reason) and light.NOT_MADE in reason and await_profiles > 0
+            if reason and not pending:
                 outcome.fallbacks.append(f"{target}: kept the full include set ({reason})")
             else:
                 variants.append(("light+parallel", light_text))
@@ -530,6 +552,14 @@ def _compile_cu(
                 outcome.fallbacks.append(f"{target}: no parallel plan ({exc}); ran nvcc as it is")
                 break
             ok, log, genuine = _run_plan(plan, runner, target, variant, source)
+            if ok and pending and variant == "light+parallel":
+                late = _light_blocked(
+                    original, swapped, substitutes, argv, source, pch_dir, toolchain, make_shared,
+                    wait=await_profiles,
+                )  # fmt: skip
+                if late:  # the profile, made meanwhile, does not allow it: the original is built
+                    outcome.fallbacks.append(f"{target}: kept the full include set ({late})")
+                    continue
             if ok:
                 outcome.ok = True
                 return outcome
@@ -575,6 +605,7 @@ def _light_blocked(
     toolchain: Toolchain,
     make_shared: bool = True,
     host: bool = False,
+    wait: float = 0.0,
 ) -> str:
     if not pch_dir:
         return "no profile directory"
@@ -585,8 +616,9 @@ def _light_blocked(
         key = hashlib.sha256(blob.encode()).hexdigest()[:24]
         try:
             profile = light.load_or_make_profile(
-                os.path.join(pch_dir, "light"), key, pre, full, substitutes[full], make=make_shared, host=host
-            )
+                os.path.join(pch_dir, "light"), key, pre, full, substitutes[full],
+                make=make_shared, host=host, wait=wait,
+            )  # fmt: skip
         except (RuntimeError, OSError, subprocess.TimeoutExpired) as exc:
             return f"no profile: {exc}"[:300]
         clash = light.blocking_names(original, profile)

@@ -39,6 +39,12 @@ def main(argv: list[str] | None = None) -> int:
         help="only make the include profiles (light) and/or precompiled headers (pch) the build "
         "would use (trusted); both when no value is given",
     )
+    parser.add_argument(
+        "--await-profiles",
+        type=float,
+        default=0.0,
+        help="seconds to wait for include profiles that trusted code is making during this build",
+    )
     parser.add_argument("--idle", action="store_true", help="run on idle CPU time only (SCHED_IDLE)")
     parser.add_argument("--cpus", default=None, help="comma-separated CPUs to run on")
     args = parser.parse_args(argv)
@@ -84,6 +90,7 @@ def main(argv: list[str] | None = None) -> int:
         pch_dir=args.pch_dir,
         link=not args.no_link,
         make_shared=not args.pch_readonly,
+        await_profiles=args.await_profiles,
     )
     summary = {k: v for k, v in report.to_dict().items() if k != "log"}
     print(json.dumps(summary))

@@ -16,12 +16,14 @@ built.
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import json
 import os
 import re
 import shlex
 import subprocess
 import tempfile
+import time
 from dataclasses import dataclass
 
 from .pch import exclusive
@@ -82,6 +84,9 @@ def blocking_names(source: str, profile: Profile) -> list[str]:
     return sorted(hits)
 
 
+NOT_MADE = "no include profile made for these flags yet"
+
+
 def profile_path(profile_dir: str, key: str) -> str:
     return os.path.join(profile_dir, f"light2-{key}.json")
 
@@ -95,27 +100,49 @@ def load_or_make_profile(
     timeout: float = 600.0,
     make: bool = True,
     host: bool = False,
+    wait: float = 0.0,
 ) -> Profile:
     """The ``Profile`` of ``full`` against ``light`` for one compiler command line, made once.
 
     ``preprocess_argv`` is the source's compile command minus its input and output; the two
     headers are preprocessed with it (host pass, ``-E`` and ``-dM``) and their sets compared.
-    ``host``: the command is the host compiler's (a ``.cpp``), not nvcc's.
+    ``host``: the command is the host compiler's (a ``.cpp``), not nvcc's. ``make=False`` with
+    ``wait``: a compile jail whose profiles trusted code is making at the same time waits for
+    them that long (a maker that fails says so in ``<profile>.failed``).
     """
     path = profile_path(profile_dir, key)
     if not make:  # a compile jail only reads profiles that trusted code made
-        if not os.path.exists(path):
-            raise RuntimeError(f"no include profile made for these flags yet ({key})")
+        deadline = time.monotonic() + wait
+        while not os.path.exists(path):
+            if os.path.exists(path + ".failed"):
+                raise RuntimeError(f"making the include profile failed ({key})")
+            if time.monotonic() >= deadline:
+                raise RuntimeError(f"{NOT_MADE} ({key})")
+            time.sleep(0.05)
         with open(path) as fh:
             data = json.load(fh)
         return Profile(macros=frozenset(data["macros"]), names=frozenset(data["names"]))
     os.makedirs(profile_dir, exist_ok=True)
     with exclusive(path + ".lock"):
         if not os.path.exists(path):
-            _make_profile(path, profile_dir, preprocess_argv, full, light, timeout, host)
+            with contextlib.suppress(OSError):
+                os.unlink(path + ".failed")  # an earlier maker's: this one tries again
+            try:
+                _make_profile(path, profile_dir, preprocess_argv, full, light, timeout, host)
+            except (RuntimeError, OSError, subprocess.TimeoutExpired) as exc:
+                _mark_failed(path + ".failed", str(exc))
+                raise
     with open(path) as fh:
         data = json.load(fh)
     return Profile(macros=frozenset(data["macros"]), names=frozenset(data["names"]))
+
+
+def _mark_failed(marker: str, reason: str) -> None:
+    """Tell a compile jail waiting for this profile to stop waiting (it builds the original text)."""
+    with contextlib.suppress(OSError):
+        with open(marker, "w") as fh:
+            fh.write(reason[:1000])
+        os.chmod(marker, 0o644)
 
 
 def _make_profile(
