@@ -1,7 +1,7 @@
 """Tests side by side (pytest-xdist, ``-n 3`` in pyproject.toml), except where time is measured.
 
 Most tests wait on processes more than they compute (the server tests kept 0.53 of the CI machine's
-two cores busy), so two workers share the machine well. A test that judges a timing (an honest
+two cores busy), so three workers share the machine well. A test that judges a timing (an honest
 control must not be flagged, a cheat must not gain a speedup) measures the machine as a user's
 evaluation would, so it runs alone: marked ``alone``, it takes an exclusive lock that every other
 test holds shared while it runs. A gate lock makes a waiting ``alone`` test block new arrivals, so
@@ -28,13 +28,21 @@ SHARED_EVALUATOR_FOLDERS = ("adversarial", "evaluator")
 @pytest.hookimpl(tryfirst=True)  # before xdist's own, which reads the groups into the test ids
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     tests = Path(__file__).resolve().parent
-    for item in items:
-        if item.get_closest_marker("gpu") is not None:
+    gpu = [item for item in items if item.get_closest_marker("gpu") is not None]
+    if gpu and _cuda_available():  # without CUDA they skip: no reason to wait for the machine
+        for item in gpu:
             # GPU tests time kernels on the one GPU they share: two at once flagged an honest kernel
             item.add_marker(pytest.mark.alone)
+    for item in items:
         parts = Path(str(item.path)).resolve().relative_to(tests).parts
         if len(parts) > 1 and parts[0] in SHARED_EVALUATOR_FOLDERS:
             item.add_marker(pytest.mark.xdist_group(parts[0]))
+
+
+def _cuda_available() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
 
 
 class _Turns:
