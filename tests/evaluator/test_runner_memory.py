@@ -18,7 +18,7 @@ import torch
 from stark_mcp.evaluator.trusted import runner_memory
 from stark_mcp.evaluator.trusted.driver import published_addresses
 from stark_mcp.evaluator.trusted.runner_memory import OutputUnreadable, RunnerMemory
-from stark_mcp.evaluator.untrusted.outputs import describe_and_publish
+from stark_mcp.evaluator.untrusted.outputs import OutputForm, describe_and_publish
 
 CHILD = """
 import ctypes, sys
@@ -108,6 +108,21 @@ def test_outputs_are_described_by_address_and_kept_alive() -> None:
     assert by_leaf[1] == keep[1].data_ptr() and keep[1].is_contiguous()
     assert torch.equal(keep[1], out[1])
     assert not slots[0].eq(out[0]).all()  # nothing was copied into the slots
+
+
+def test_only_cpu_bytes_are_published_by_address_and_the_forms_are_not_tensors() -> None:
+    """The runner knows the outputs' forms, not tensors a collector walk could find and return;
+    a leaf with the right form on another device is described but not published (no address to
+    read), so the worker judges it by its device."""
+    forms = [OutputForm([4, 2], torch.float32), OutputForm([3], torch.float32)]
+    out = (torch.ones(4, 2), torch.empty(3, device="meta"))
+    keep: list[torch.Tensor] = []
+    tree, _ = describe_and_publish(out, forms, [], keep)
+    first, second = tree["items"]
+    assert first["leaf"] == 0 and first["addr"] == out[0].data_ptr()
+    assert second["leaf"] == -1 and "addr" not in second and second["device"] == "meta"
+    assert published_addresses(tree) == [(0, out[0].data_ptr())]
+    assert not any(isinstance(f, torch.Tensor) for f in forms)
 
 
 def test_a_described_output_is_freed_with_its_call_not_by_the_collector() -> None:

@@ -17,6 +17,7 @@ CASES = [
     ("relu_sum.py", "exits.py", Status.RUNTIME_ERROR, "no_result"),
     ("relu_sum.py", "wrong_shape.py", Status.WRONG_OUTPUT, "shape"),
     ("relu_sum.py", "wrong_dtype.py", Status.WRONG_OUTPUT, "dtype"),
+    ("relu_sum.py", "wrong_device.py", Status.WRONG_OUTPUT, "device"),
     ("relu_sum.py", "nan_output.py", Status.WRONG_OUTPUT, "nonfinite"),
     ("relu_sum.py", "off_by_tolerance.py", Status.WRONG_OUTPUT, "tolerance"),
     ("affine_tanh.py", "affine_bf16.py", Status.WRONG_OUTPUT, "tolerance"),

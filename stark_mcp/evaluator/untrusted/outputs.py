@@ -13,6 +13,7 @@ a loaded 2-core VM, which the trusted clock read as a shaved report.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -23,11 +24,25 @@ MAX_ITEMS = 64
 MAX_DEPTH = 6
 
 
+@dataclass(frozen=True)
+class OutputForm:
+    """What a leaf published by address must match: no tensor, so nothing a candidate finds by
+    walking the collector's objects looks like an answer."""
+
+    shape: list[int]
+    dtype: torch.dtype
+
+
 def describe_and_publish(
-    obj: Any, expected: list[torch.Tensor], inputs: list[Any], keep: list[torch.Tensor] | None = None
+    obj: Any,
+    expected: list[torch.Tensor] | list[OutputForm],
+    inputs: list[Any],
+    keep: list[torch.Tensor] | None = None,
 ) -> tuple[dict[str, Any], list[str]]:
-    """The tree of ``obj`` with every plain tensor leaf copied into ``expected[i]`` when it fits, or,
-    with ``keep``, described by the address of its contiguous bytes (kept alive in ``keep``)."""
+    """The tree of ``obj`` with every plain tensor leaf copied into ``expected[i]`` (region views)
+    when it fits, or, with ``keep``, a CPU leaf described by the address of its contiguous bytes
+    (kept alive in ``keep``; ``expected`` then holds only forms). A leaf left unpublished is judged
+    by its description (its device, shape or dtype is wrong)."""
     # A plain object rather than a recursive closure: a closure that calls itself is a reference
     # cycle, and everything it holds (``keep``: each call's output) would live until the collector
     # ran, so every call's output took fresh pages (1,024 page faults, ~1.5 ms, for 4 MB).
@@ -37,7 +52,10 @@ def describe_and_publish(
 
 class _Walker:
     def __init__(
-        self, expected: list[torch.Tensor], input_ptrs: set[int], keep: list[torch.Tensor] | None
+        self,
+        expected: list[torch.Tensor] | list[OutputForm],
+        input_ptrs: set[int],
+        keep: list[torch.Tensor] | None,
     ) -> None:
         self.expected, self.input_ptrs, self.keep = expected, input_ptrs, keep
         self.flags: list[str] = []
@@ -79,11 +97,13 @@ class _Walker:
         expected = self.expected
         if i < len(expected) and list(expected[i].shape) == list(t.shape) and expected[i].dtype == t.dtype:
             if self.keep is None:
-                expected[i].copy_(t)
-            else:
+                expected[i].copy_(t)  # type: ignore[union-attr]  (region views on this path)
+            elif t.device.type == "cpu":  # any other device has no bytes here to read
                 t = t.contiguous()  # a copy only for a strided output
                 self.keep.append(t)
                 entry["addr"] = t.data_ptr()
+            else:
+                return entry
             entry["leaf"] = i
         return entry
 

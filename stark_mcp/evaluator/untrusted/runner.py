@@ -24,12 +24,12 @@ from typing import Any
 import torch
 
 from stark_mcp.evaluator.common import control, frames
-from stark_mcp.evaluator.common.regions import Region
+from stark_mcp.evaluator.common.regions import Region, dtype_of
 from stark_mcp.evaluator.sandbox.launch import die_with_parent
 from stark_mcp.evaluator.untrusted import loading
 from stark_mcp.evaluator.untrusted.jitwatch import JitWatch
 from stark_mcp.evaluator.untrusted.kernel_list import kernel_totals, launches_from_trace
-from stark_mcp.evaluator.untrusted.outputs import describe_and_publish
+from stark_mcp.evaluator.untrusted.outputs import OutputForm, describe_and_publish
 from stark_mcp.evaluator.untrusted.watch import FlagWatch, FunctionWatch
 
 SETUP_TIMEOUT_S = 60.0  # after the fds arrive, the frame follows at once
@@ -55,7 +55,10 @@ class Runner:
         self.flags = FlagWatch()
         self.jit = JitWatch()
         self.model: Any = None
-        self.ready: dict[tuple[int, int], Any] = {}
+        self.ready: dict[tuple[int, int], Any] = {}  # (shape, slot): views not yet handed out
+        self.ready_shape = -1
+        self.takes_args: dict[int, bool] = {}
+        self.output_forms: dict[int, list[OutputForm]] = {}
         self.last: Any = None
         self.inputs_region: Region | None = None
         self.outputs_region: Region | None = None
@@ -129,19 +132,34 @@ class Runner:
 
         return list(build(spec["tree"]))
 
-    def _outputs(self, shape: int) -> list[torch.Tensor]:
+    def _outputs(self, shape: int) -> list[torch.Tensor] | list[OutputForm]:
+        """Where each output leaf goes: views of the output region, or, when the worker reads the
+        outputs from this process's memory, only their shapes and dtypes (made once per shape)."""
         assert self.outputs_region is not None
-        return [self.outputs_region.view(leaf) for leaf in self.shapes[shape]["outputs"]["leaves"]]
+        leaves = self.shapes[shape]["outputs"]["leaves"]
+        if not self.by_address:
+            return [self.outputs_region.view(leaf) for leaf in leaves]
+        if shape not in self.output_forms:
+            self.output_forms[shape] = [
+                OutputForm([int(d) for d in leaf["shape"]], dtype_of(str(leaf["dtype"]))) for leaf in leaves
+            ]
+        return self.output_forms[shape]
 
     def prepare(self, shape: int) -> None:
-        """Build the next calls' views now, between calls: Python work kept off the timed path.
-        Non-tensor arguments (known only at GO) are filled in then."""
-        self.ready = {}
-        spec = self.shapes[shape]["inputs"]
-        if any_arg(spec["tree"]):
+        """Build the next calls' views before their GO: fresh tensor objects for each slot, made
+        only for the slot the last call consumed. Every call's CPU bracket holds this work, and
+        how long it takes depends on what the forward left in the caches (an honest candidate's
+        share of the harness ran 1.4x the reference's), so the less of it, the closer the two
+        runners' shares. Non-tensor arguments (known only at GO) are filled in then."""
+        if shape != self.ready_shape:
+            self.ready, self.ready_shape = {}, shape
+        if shape not in self.takes_args:
+            self.takes_args[shape] = any_arg(self.shapes[shape]["inputs"]["tree"])
+        if self.takes_args[shape]:
             return
-        for slot in range(len(spec["slots"])):
-            self.ready[(shape, slot)] = (self._inputs(shape, slot, []), self._outputs(shape))
+        for slot in range(len(self.shapes[shape]["inputs"]["slots"])):
+            if (shape, slot) not in self.ready:
+                self.ready[(shape, slot)] = (self._inputs(shape, slot, []), self._outputs(shape))
 
     def call(self, shape: int, slot: int, args: list[Any]) -> tuple[int, dict[str, Any]]:
         if self.cuda and self.sleep_cycles:
