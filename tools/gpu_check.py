@@ -223,7 +223,7 @@ def main(argv: list[str] | None = None) -> int:
         junit = work / "gpu_tests.xml"
         junit.unlink(missing_ok=True)
         argv_tests = [sys.executable, "-m", "pytest", *args.tests,
-                      "-m", "gpu", "-s", "-q",
+                      "-m", "gpu", "-s", "-q", "-n", "0",  # one at a time: they time one GPU
                       "-p", "no:cacheprovider", f"--junitxml={junit}", "-o", "junit_family=xunit1"]
         out.step(f"(b) GPU tests: {' '.join(argv_tests[1:])} (timeout {args.tests_timeout:.0f}s)")
         rc, seconds = run_streamed(out, argv_tests, args.tests_timeout, env=child_env())

@@ -5,8 +5,9 @@
     Expect: wrong_output/* | passed<=1.35
 
 An expectation is alternatives separated by ``|``: ``status/reason`` (``*`` for any reason), ``passed``
-(an honest control: passed, and the trusted clock agreed with what its process reported), or
-``passed<=X`` (passing is allowed only without an unearned speedup: eager / candidate at most X).
+(an honest control: passed, and the trusted clock agreed with what its process reported, or, on the
+CPU, disagreed by no more than a cold harness explains: see ``cold_harness``), or ``passed<=X``
+(passing is allowed only without an unearned speedup: eager / candidate at most X).
 
 ``rejected/timing_forged`` has a second safe outcome: a lie too small to tell from the bracket's noise
 (a tiny op on a loaded CPU) is not called forgery, but the trusted figure replaces it, so the run passes
@@ -23,6 +24,13 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 WITHIN_NOISE_SPEEDUP = 1.5
+# On the CPU a forward that streams megabytes leaves the harness's share of its call on cold caches
+# (and a VM's TLB), which the trusted clock sees and the report does not: an honest two-pass
+# variance's trusted figure ran up to 1.16x the calibrated harness share above its report, in about
+# 170 evaluations on the 2-core VM (docs/benchmarks/adversarial.md, 26 Nov, evening). The evaluator
+# then flags it and uses the trusted figure, as documented; twice the share is what a cold harness
+# can explain, and a gap past it is not the harness.
+COLD_HARNESS_SHARES = 2.0
 
 
 @dataclass(frozen=True)
@@ -98,6 +106,19 @@ def load(folder: Path) -> list[Case]:
     return cases
 
 
+def cold_harness(evaluation: Any) -> bool:
+    """A CPU evaluation whose report the trusted clock topped by no more than a cold harness explains
+    (``COLD_HARNESS_SHARES`` of the harness's calibrated share of a call)."""
+    trust = evaluation.trust
+    if evaluation.device != "cpu" or trust is None:
+        return False
+    figures = (trust.reported_ms, trust.external_ms, trust.overhead_ms)
+    if any(f is None for f in figures):
+        return False
+    reported, external, overhead = figures
+    return external - reported <= COLD_HARNESS_SHARES * overhead
+
+
 def verdict_of(evaluation: Any) -> str:
     return f"{evaluation.status.value}/{evaluation.reason or '-'}"
 
@@ -118,7 +139,7 @@ def judge(case: Case, evaluation: Any) -> tuple[bool, str]:
         if alt.status != status:
             continue
         if status == "passed":
-            if alt.honest and "timing_mismatch" not in evaluation.flags:
+            if alt.honest and ("timing_mismatch" not in evaluation.flags or cold_harness(evaluation)):
                 return True, seen
             if alt.max_speedup is not None and speedup is not None and speedup <= alt.max_speedup:
                 return True, seen

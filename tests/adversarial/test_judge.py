@@ -8,9 +8,13 @@ from adversarial import cases
 from stark_mcp.records import Status
 
 
-def verdict(status: Status, reason: str | None = None, speedup: float | None = None, flags=()) -> object:
+def verdict(status: Status, reason: str | None = None, speedup: float | None = None, flags=(),
+            device: str = "cpu", clocks: tuple[float, float, float] | None = None) -> object:
+    """``clocks``: the trust report's (reported, external, overhead) medians, in ms."""
+    reported, external, overhead = clocks or (None, None, None)
+    trust = SimpleNamespace(reported_ms=reported, external_ms=external, overhead_ms=overhead)
     return SimpleNamespace(status=status, reason=reason, speedups={"eager": speedup} if speedup else {},
-                           flags=list(flags))
+                           flags=list(flags), device=device, trust=trust)
 
 
 def case(expect: str) -> cases.Case:
@@ -33,6 +37,19 @@ def test_honest_controls_must_pass_with_both_clocks_agreeing() -> None:
     assert cases.judge(honest, verdict(Status.PASSED, speedup=3.0))[0]
     assert not cases.judge(honest, verdict(Status.PASSED, speedup=3.0, flags=["timing_mismatch"]))[0]
     assert not cases.judge(honest, verdict(Status.WRONG_OUTPUT, "tolerance"))[0]
+
+
+def test_an_honest_cpu_control_may_be_flagged_only_by_what_a_cold_harness_explains() -> None:
+    honest = case("passed")
+    flagged = {"speedup": 0.3, "flags": ["timing_mismatch"]}
+    # Trusted figure 0.14 ms above the report, the harness's share 0.10 ms: a cold harness explains it.
+    assert cases.judge(honest, verdict(Status.PASSED, **flagged, clocks=(0.30, 0.44, 0.10)))[0]
+    # 0.25 ms above it is more than twice the share: not the harness.
+    assert not cases.judge(honest, verdict(Status.PASSED, **flagged, clocks=(0.30, 0.55, 0.10)))[0]
+    # On a GPU the clocks must agree; without the figures nothing can be said.
+    on_gpu = verdict(Status.PASSED, **flagged, device="cuda", clocks=(0.30, 0.44, 0.10))
+    assert not cases.judge(honest, on_gpu)[0]
+    assert not cases.judge(honest, verdict(Status.PASSED, **flagged))[0]
 
 
 def test_bounded_pass_and_any_reason() -> None:
