@@ -62,13 +62,19 @@ def _signal_group(pgid: int, sig: signal.Signals) -> None:
         pass
 
 
+def _default_sigint() -> None:
+    """In the child: the interrupt below must reach it, and a child of a shell's background job (this
+    tool started with ``&``, or from such a job) would inherit SIGINT ignored, which Python keeps."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def run_streamed(out: Transcript, argv: list[str], timeout_s: float, env: dict[str, str] | None = None,
                  prefix: str = "  | ") -> tuple[int | None, float]:
     """Run a command in its own process group, echo its output live, kill the group at the deadline."""
     t0 = time.monotonic()
     proc = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             stdin=subprocess.DEVNULL, text=True, errors="replace", bufsize=1,
-                            start_new_session=True)
+                            start_new_session=True, preexec_fn=_default_sigint)
 
     def pump(stream: TextIO) -> None:
         for line in stream:

@@ -27,7 +27,7 @@ WITHIN_NOISE_SPEEDUP = 1.5
 # On the CPU a forward that streams megabytes leaves the harness's share of its call on cold caches
 # (and a VM's TLB), which the trusted clock sees and the report does not: an honest two-pass
 # variance's trusted figure ran up to 1.16x the calibrated harness share above its report, in about
-# 170 evaluations on the 2-core VM (docs/benchmarks/adversarial.md, 26 Nov, evening). The evaluator
+# 230 evaluations on the 2-core VM (docs/benchmarks/adversarial.md, 26 Nov, evening). The evaluator
 # then flags it and uses the trusted figure, as documented; twice the share is what a cold harness
 # can explain, and a gap past it is not the harness.
 COLD_HARNESS_SHARES = 2.0

@@ -45,19 +45,40 @@ def test_the_suite_covers_every_class_with_several_variants() -> None:
     assert sum(1 for c in CPU_CASES if c.honest) >= 5
 
 
+async def test_the_cases_with_cpp_extensions_build(suite_evaluator) -> None:
+    """Their builds (a precompiled header first, then tens of seconds each) are made here, beside other
+    tests; the cases below then time them from the build cache, alone."""
+    built = [
+        c for c in CPU_CASES if "load_inline" in c.source and all(a.status != "build_error" for a in c.expect)
+    ]
+    assert len(built) >= 3
+    for case in built:
+        problem = load_problem(str(cases.HERE / "problems" / f"{case.problem}.py"))
+        evaluation = await suite_evaluator.evaluate(
+            problem, case.source, device="cpu", settings=SUITE, use_cache=False
+        )
+        assert evaluation.status.value != "build_error", (case.name, evaluation.message[:300])
+        assert evaluation.extensions and all(e["ok"] for e in evaluation.extensions), case.name
+
+
 def measures_the_machine(case: cases.Case) -> bool:
     """An honest control must pass unflagged (its two clocks agree to ~0.1 ms), and a bound close to
     1x leaves little room for noise: such cases see the machine as a user's evaluation has it, so no
     other test runs beside them (tests/conftest.py). The rest are judged on a verdict, a bound
     (1.35x) far above what a neighbour's load moves a ratio of interleaved timings, or forgery,
-    whose noise-sized variant is allowed its honest speed (cases.py). Only under ``pytest -n``."""
+    whose noise-sized variant is allowed its honest speed (cases.py)."""
     return case.honest or any(a.max_speedup is not None and a.max_speedup < 1.2 for a in case.expect)
+
+
+# Those last, in one unbroken run: each break would make the next one wait for the other workers'
+# tests in progress to end (tests/conftest.py).
+ORDERED = sorted(CPU_CASES, key=measures_the_machine)
 
 
 @pytest.mark.parametrize(
     "case",
-    [pytest.param(c, marks=[pytest.mark.alone] if measures_the_machine(c) else []) for c in CPU_CASES],
-    ids=[c.name for c in CPU_CASES],
+    [pytest.param(c, marks=[pytest.mark.alone] if measures_the_machine(c) else []) for c in ORDERED],
+    ids=[c.name for c in ORDERED],
 )
 async def test_case(suite_evaluator, case: cases.Case) -> None:
     problem = load_problem(str(cases.HERE / "problems" / f"{case.problem}.py"))

@@ -53,6 +53,10 @@ def test_without_a_key_run_says_how_to_set_one_before_any_work(tmp_path: Path) -
     assert time.monotonic() - started < 30
 
 
+def _default_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_run_interrupted_with_ctrl_c_then_resumed_writes_kernel_and_summary(tmp_path: Path,
     eval_cache: Path) -> None:
     home, work = tmp_path / "home", tmp_path / "work"
@@ -69,6 +73,9 @@ def test_run_interrupted_with_ctrl_c_then_resumed_writes_kernel_and_summary(tmp_
         [*CLI, "run", str(PROBLEM_PATH), "--budget", "3", "--seed", "4", "--backend", f"scripted:{first}",
          "--out", str(tmp_path / "out1"), *options],
         cwd=work, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        # As from a terminal: SIGINT's default action, whatever this process inherited (a shell's
+        # background job, or a runner started from one, ignores it, and Python then keeps ignoring it).
+        preexec_fn=_default_sigint,
     )
     deadline = time.monotonic() + 120
     while _attempts(db) < 1:
