@@ -12,8 +12,9 @@ an honest control (``honest_two_pass_variance`` at 0.23x) while it held the lock
 flagged one test at a time as well (about one evaluation in eight: its forward leaves the harness's
 share of each call on cold caches, tests/adversarial/cases.py), so it was not the other workers.
 
-Tests that share a session fixture holding an evaluator (its workers, its build cache) stay on one
-worker (``xdist_group`` per folder), so each folder's C++ builds and precompiled headers are made once.
+Tests that use a folder's session fixture holding an evaluator (its workers, its build cache) stay on
+one worker (``xdist_group`` per folder), so that folder's C++ builds and precompiled headers are made
+once; the folder's other tests (their own temporary caches, or none) go wherever a worker is free.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from typing import IO
 import pytest
 
 SHARED_EVALUATOR_FOLDERS = ("adversarial", "evaluator")
+SHARED_EVALUATOR_FIXTURES = {"evaluator", "cache_dir", "suite_evaluator", "suite_cache"}
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist's own, which reads the groups into the test ids
@@ -39,7 +41,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.alone)
     for item in items:
         parts = Path(str(item.path)).resolve().relative_to(tests).parts
-        if len(parts) > 1 and parts[0] in SHARED_EVALUATOR_FOLDERS:
+        shares = SHARED_EVALUATOR_FIXTURES & set(getattr(item, "fixturenames", ()))
+        if len(parts) > 1 and parts[0] in SHARED_EVALUATOR_FOLDERS and shares:
             item.add_marker(pytest.mark.xdist_group(parts[0]))
 
 
