@@ -14,6 +14,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from stark_mcp import python_ast
 from stark_mcp.agents.errors import AgentError
 from stark_mcp.tree.anchors import BEGIN_MARK, strip_anchor_lines, validate_plan
 
@@ -135,7 +136,7 @@ def extract_source(reply_text: str, structured: dict[str, Any] | None = None) ->
     source = _pick_source(reply_text, structured)
     source = strip_anchor_lines(source).strip("\n") + "\n"
     try:
-        module = ast.parse(source)
+        module = python_ast.parse(source)
     except SyntaxError as exc:
         where = f"line {exc.lineno}" if exc.lineno else "somewhere"
         shown = f": {exc.text.strip()}" if exc.text else ""
@@ -176,7 +177,7 @@ def _pick_source(reply_text: str, structured: dict[str, Any] | None) -> str:
             "Python file, with the kernel source inside it as strings, in one ```python block"
         )
     try:
-        ast.parse(reply_text)
+        python_ast.parse(reply_text)
     except SyntaxError:
         raise AgentError(
             "the reply has no fenced code block: return the complete file defining class "

@@ -13,6 +13,8 @@ import ast
 import re
 from collections.abc import Iterable
 
+from stark_mcp import python_ast
+
 _GLOBAL = re.compile(r"__global__\s+(?:__launch_bounds__\s*\([^)]*\)\s*)?(?:static\s+)?void\s+(\w+)")
 _TRITON = re.compile(r"@triton\.(?:jit|autotune|heuristics)[^\n]*\n(?:\s*@[^\n]*\n)*\s*def\s+(\w+)")
 _TRITON_DECORATORS = {"jit", "autotune", "heuristics"}
@@ -27,7 +29,7 @@ def triton_kernel_names(source: str) -> set[str]:
     """Functions the source decorates as Triton kernels (the regex fallback covers a source that
     does not parse)."""
     try:
-        tree = ast.parse(source)
+        tree = python_ast.parse(source)
     except SyntaxError:
         return set(_TRITON.findall(source))
     modules, direct = {"triton"}, set()

@@ -6,6 +6,7 @@ import ast
 import re
 from dataclasses import dataclass, field
 
+from stark_mcp import python_ast
 from stark_mcp.evaluator.kernels import cuda_kernel_names, triton_kernel_names
 from stark_mcp.problems.loading import top_level_names
 from stark_mcp.records import Status
@@ -62,7 +63,7 @@ def check_candidate(source: str) -> StaticResult:
         flags=flags, needs_build=any(m in source for m in _BUILD_MARKERS), languages=kernel_languages(source)
     )
     try:
-        tree = ast.parse(source, filename="candidate.py")
+        tree = python_ast.parse(source, filename="candidate.py")
     except SyntaxError as exc:
         result.status, result.reason = Status.LOAD_ERROR, "syntax"
         result.message = f"syntax error at line {exc.lineno}: {exc.msg}" + (

@@ -26,6 +26,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
+from stark_mcp import python_ast
 from stark_mcp.problems.errors import ProblemError
 
 MAX_SHAPES = 16
@@ -73,7 +74,7 @@ def declarations_of(source: str, label: str = "problem") -> Declarations:
     if not might_declare(source):
         return Declarations()
     try:
-        tree = ast.parse(source, filename=label)
+        tree = python_ast.parse(source, filename=label)
     except SyntaxError:
         return Declarations()
     return read_declarations(tree, label)
@@ -81,7 +82,7 @@ def declarations_of(source: str, label: str = "problem") -> Declarations:
 
 def literal_constant(source: str, name: str, label: str = "problem") -> Any:
     """The value of a top-level ``NAME = <literal>`` in ``source``; None if there is none."""
-    return _literal(ast.parse(source, filename=label), name, label)
+    return _literal(python_ast.parse(source, filename=label), name, label)
 
 
 # ---- the constants, one by one ---------------------------------------------------------------

@@ -20,6 +20,7 @@ import re
 from collections.abc import Iterator
 from pathlib import Path
 
+from stark_mcp import python_ast
 from stark_mcp.problems.declarations import read_declarations
 from stark_mcp.problems.errors import ProblemError
 from stark_mcp.problems.problem import Problem
@@ -46,7 +47,7 @@ def top_level_names(tree: ast.Module) -> set[str]:
 def check_source(source: str, label: str) -> None:
     """Raise ProblemError unless ``source`` parses and defines the required names."""
     try:
-        tree = ast.parse(source, filename=label)
+        tree = python_ast.parse(source, filename=label)
     except SyntaxError as exc:
         raise ProblemError(
             f"{label}: syntax error at line {exc.lineno}: {exc.msg}"

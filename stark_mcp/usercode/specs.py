@@ -17,6 +17,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from stark_mcp import python_ast
 from stark_mcp.usercode.errors import SpecError
 
 FLOAT_DTYPES = ("float32", "float16", "bfloat16", "float64")
@@ -235,7 +236,7 @@ def parse_call(text: str) -> tuple[list[Any], dict[str, Any]]:
     if not text.strip():
         return [], {}
     try:
-        call = ast.parse(f"f({text})", mode="eval").body
+        call = python_ast.parse(f"f({text})", mode="eval").body
     except SyntaxError:
         raise SpecError(
             f"arguments {text!r} do not read as a Python call's arguments, e.g. 512, 2048, dropout=0.0"
