@@ -91,3 +91,16 @@ def test_every_documented_variable_is_a_setting() -> None:
     documented = set(re.findall(r"`(STARK_[A-Z_]+?)(?:<ROLE>)?`", readme))
     known = set(VARIABLES.values()) | {ROLE_MODEL_PREFIX}
     assert documented == known
+
+
+def test_only_python_ast_parses_python_source() -> None:
+    # ast.parse can fail on valid source while another thread parses (python_ast.py says why).
+    callers = []
+    for path, tree in modules("."):
+        if path == PACKAGE / "python_ast.py":
+            continue
+        for node in ast.walk(tree):
+            if (isinstance(node, ast.Attribute) and node.attr == "parse" and isinstance(node.value, ast.Name)
+                    and node.value.id == "ast"):
+                callers.append(f"{path.relative_to(PACKAGE.parent)}:{node.lineno}")
+    assert callers == []
