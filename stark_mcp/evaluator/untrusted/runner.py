@@ -150,8 +150,9 @@ class Runner:
         only for the slot the last call consumed. Every call's CPU bracket holds this work, and
         how long it takes depends on what the forward left in the caches (an honest candidate's
         share of the harness ran 1.4x the reference's), so the less of it, the closer the two
-        runners' shares. Non-tensor arguments (known only at GO) are filled in then."""
-        if shape != self.ready_shape:
+        runners' shares. Non-tensor arguments (known only at GO) are filled in then. On a GPU this
+        runs after DONE, off the clock, so every slot is built afresh there, as before."""
+        if shape != self.ready_shape or self.cuda:
             self.ready, self.ready_shape = {}, shape
         if shape not in self.takes_args:
             self.takes_args[shape] = any_arg(self.shapes[shape]["inputs"]["tree"])
