@@ -104,14 +104,44 @@ def round_up(nbytes: int, device: int) -> int:
     return max(g, (nbytes + g - 1) // g * g)
 
 
-class _CAI:
-    """Just enough of ``__cuda_array_interface__`` for ``torch.as_tensor`` to wrap a raw pointer."""
+class _Allocation:
+    """Physical memory and this process's mapping of it, unmapped and released when the last object
+    holding it dies: the wrapper below, hence every tensor viewing the memory."""
 
-    def __init__(self, ptr: int, nbytes: int) -> None:
+    def __init__(self, handle: int, ptr: int, size: int, device: int) -> None:
+        self.handle, self.ptr, self.size, self.device = handle, ptr, size, device
+
+    def release(self) -> None:
+        if self.ptr == 0:
+            return
+        ptr, self.ptr = self.ptr, 0
+        try:
+            torch.cuda.synchronize(self.device)  # kernels still queued may read or write it
+        except Exception:  # noqa: BLE001 - at interpreter exit the runtime may be gone; free anyway
+            pass
+        lib = _driver()
+        lib.cuMemUnmap(ctypes.c_ulonglong(ptr), ctypes.c_size_t(self.size))
+        lib.cuMemAddressFree(ctypes.c_ulonglong(ptr), ctypes.c_size_t(self.size))
+        lib.cuMemRelease(ctypes.c_ulonglong(self.handle))
+
+    def __del__(self) -> None:
+        try:
+            self.release()
+        except Exception:  # noqa: BLE001 - a finalizer must not raise
+            pass
+
+
+class _CAI:
+    """Just enough of ``__cuda_array_interface__`` for ``torch.as_tensor`` to wrap a raw pointer.
+    torch keeps this object for as long as the tensor's storage lives, so it holds the allocation:
+    no view can outlive the memory it reads."""
+
+    def __init__(self, allocation: _Allocation) -> None:
+        self.allocation = allocation
         self.__cuda_array_interface__ = {
-            "shape": (nbytes,),
+            "shape": (allocation.size,),
             "typestr": "|u1",
-            "data": (ptr, False),
+            "data": (allocation.ptr, False),
             "version": 3,
             "strides": None,
             "stream": None,
@@ -122,8 +152,8 @@ class DeviceMapping:
     """One shared allocation mapped into this process: ``tensor`` is a flat uint8 view of it."""
 
     def __init__(self, handle: int, ptr: int, size: int, device: int) -> None:
-        self.handle, self.ptr, self.size, self.device = handle, ptr, size, device
-        self.tensor = torch.as_tensor(_CAI(ptr, size), device=f"cuda:{device}")
+        self.size, self.device = size, device
+        self.tensor = torch.as_tensor(_CAI(_Allocation(handle, ptr, size, device)), device=f"cuda:{device}")
 
     @classmethod
     def create(cls, nbytes: int, device: int) -> tuple[DeviceMapping, int]:
@@ -190,12 +220,6 @@ class DeviceMapping:
         return cls(handle, int(ptr.value), size, device)
 
     def close(self) -> None:
-        """Unmap and release; views of ``tensor`` must be gone (the process usually just exits)."""
-        if self.ptr == 0:
-            return
-        lib = _driver()
+        """Let go of the memory: it is unmapped and released at once unless a view of ``tensor`` still
+        lives, then when the last one dies (a view of freed memory would fault the whole context)."""
         self.tensor = None  # type: ignore[assignment]
-        lib.cuMemUnmap(ctypes.c_ulonglong(self.ptr), ctypes.c_size_t(self.size))
-        lib.cuMemAddressFree(ctypes.c_ulonglong(self.ptr), ctypes.c_size_t(self.size))
-        lib.cuMemRelease(ctypes.c_ulonglong(self.handle))
-        self.ptr = 0

@@ -78,7 +78,22 @@ class Region:
         mapping = DeviceMapping.import_fd(fd, nbytes, _index(device))
         return cls(mapping.tensor, mapping.size, mapping)
 
+    def close(self) -> None:
+        """Let go of the memory; idempotent. It is given back as soon as no view of it is left.
+
+        A GPU region is memory the CUDA driver made (``cudadrv``), which torch's allocator never
+        sees: a worker that only dropped its driver kept every runner's regions alive, 12 GB an
+        evaluation of a 6 GB problem, until a candidate ran out of memory. A host region's mapping
+        is kept alive by its views' buffer references and unmapped with the last of them; unmapping
+        it under a live view would crash the process on its next read."""
+        keep, self._keep = self._keep, None
+        self.flat = None  # type: ignore[assignment]
+        if keep is not None and not isinstance(keep, mmap.mmap):
+            keep.close()
+
     def view(self, leaf: dict[str, Any]) -> torch.Tensor:
+        if self._keep is None:
+            raise ValueError("the region is closed")
         offset, size = int(leaf["offset"]), int(leaf["nbytes"])
         if offset < 0 or offset + size > self.size or offset % ALIGN:
             raise ValueError(f"leaf {leaf} does not fit the region of {self.size} bytes")
@@ -92,7 +107,7 @@ class Region:
     def host_bytes(self, leaf: dict[str, Any]) -> memoryview:
         """The writable bytes of a leaf of a host region (what a read from a runner fills)."""
         if not isinstance(self._keep, mmap.mmap):
-            raise ValueError("only a host region has host bytes")
+            raise ValueError("only an open host region has host bytes")
         self.view(leaf)  # the same bounds check
         offset = int(leaf["offset"])
         return memoryview(self._keep)[offset : offset + int(leaf["nbytes"])]

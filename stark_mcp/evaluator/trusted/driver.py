@@ -9,6 +9,7 @@ snapshot its published outputs for a check. Standard library and torch only.
 from __future__ import annotations
 
 import gc
+import os
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -247,14 +248,17 @@ class Driver:
         return changed
 
     def close(self) -> None:
+        """The runner, then the regions' memory and descriptors (each once)."""
         self.runner.close()
-        import os
-
+        self._last = None
+        self.inputs.close()
+        self.outputs.close()
         for fd in (self.inputs_fd, self.outputs_fd):
             try:
                 os.close(fd)
             except OSError:
                 pass
+        self.inputs_fd = self.outputs_fd = -1
 
 
 def published_addresses(tree: Any, limit: int = 4096) -> list[tuple[int, Any]]:

@@ -1,0 +1,69 @@
+"""GPU memory the evaluator makes for its runners is given back: shared regions when the last view
+of them dies, and so every runner's regions once its evaluation ends.
+
+Before this was so, a worker kept each evaluation's regions (12 GB an evaluation of KernelBench L1 23,
+a 6 GB softmax), and on a 139 GB H200 the fourth evaluation of that problem failed with the
+candidate out of memory: an infrastructure leak reported as the candidate's runtime error."""
+
+from __future__ import annotations
+
+import gc
+import os
+from pathlib import Path
+
+import pytest
+import torch
+
+from stark_mcp.evaluator import EvalSettings, Evaluator
+from stark_mcp.problems import load_problem
+from stark_mcp.records import Status
+
+pytestmark = [
+    pytest.mark.gpu,
+    pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device"),
+]
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "cuda"
+GIB = 1 << 30
+
+
+def free() -> int:
+    torch.cuda.synchronize()
+    return int(torch.cuda.mem_get_info()[0])
+
+
+def test_a_region_is_given_back_when_its_last_view_dies() -> None:
+    from stark_mcp.evaluator.common.regions import Region, layout_for
+
+    leaves, end = layout_for([([GIB // 4], torch.float32)])
+    before = free()
+    region, fd = Region.create(end, "cuda")
+    os.close(fd)  # an exported descriptor holds the memory too; a driver closes its own with the region
+    view = region.view(leaves[0])
+    view.fill_(1.0)
+    assert before - free() >= GIB * 0.9
+    region.close()
+    assert float(view[-1]) == 1.0  # still mapped: a view lives
+    assert before - free() >= GIB * 0.9
+    del view
+    gc.collect()
+    assert before - free() < GIB // 8  # the last view gone: unmapped and released
+
+
+@pytest.mark.anyio
+async def test_repeated_evaluations_do_not_grow_the_device_memory_in_use(tmp_path: Path) -> None:
+    """Five evaluations of a problem with 1 GB of inputs a call: what is in use after the first (the
+    worker's warm baseline, caches, spare runners) stays within 2 GB after the fifth, where the old
+    worker kept at least 1.5 GB more each time."""
+    problem = load_problem(str(FIXTURES / "problem_relu_add_large.py"))
+    source = (FIXTURES / "cand_relu_add_torch.py").read_text(encoding="utf-8")
+    settings = EvalSettings(
+        trials=2, baselines=("eager",), max_time_s=0.3, min_time_s=0.1, profile=False, sanitize=False
+    )
+    used: list[float] = []
+    async with Evaluator(cache_dir=tmp_path, settings=settings) as ev:
+        for _ in range(5):
+            result = await ev.evaluate(problem, source, device="cuda", settings=settings, use_cache=False)
+            assert result.status is Status.PASSED, result.message
+            used.append((torch.cuda.mem_get_info()[1] - free()) / GIB)
+    assert used[-1] - used[0] < 2.0, f"GiB in use after each evaluation: {[round(u, 2) for u in used]}"
