@@ -220,3 +220,84 @@ def test_a_description_nested_too_deep_is_a_channel_error() -> None:
         tree = {"k": "seq", "type": "list", "items": [tree]}
     with pytest.raises(ChannelError):
         validate_tree(tree, [])
+
+
+@pytest.mark.parametrize("special", [False, True], ids=["finite", "nonfinite-reference"])
+@pytest.mark.parametrize("chunk", [7, 64, 1 << 24])
+def test_chunked_statistics_equal_the_whole_tensor_ones(monkeypatch, chunk, special) -> None:
+    """The statistics are summed chunk by chunk on the leaf's device; they must be those of the whole
+    tensor over the elements where the reference is finite, whatever the chunk's edges cut."""
+    import stark_mcp.evaluator.trusted.compare as compare
+
+    monkeypatch.setattr(compare, "CHUNK", chunk)
+    g = torch.Generator().manual_seed(3)
+    n = torch.randn(1000, generator=g)
+    base = n.double() + 1e-7 * torch.randn(1000, generator=g, dtype=torch.float64)
+    c = n + 1e-3 * torch.randn(1000, generator=g)
+    if special:
+        base[[6, 7, 63, 64, 500]] = torch.tensor(
+            [float("inf"), float("nan"), float("-inf"), 1e30, float("nan")], dtype=torch.float64
+        )
+    finite = torch.isfinite(base)
+    e = compare._errors(c, n, base, finite)
+
+    cm, nm, bm = c.double()[finite], n.double()[finite], base[finite]
+    den = torch.linalg.vector_norm(bm)
+    assert e.err == pytest.approx(float(torch.linalg.vector_norm(cm - bm) / den), rel=1e-12)
+    assert e.ref_err == pytest.approx(float(torch.linalg.vector_norm(nm - bm) / den), rel=1e-12)
+    assert e.max_abs == pytest.approx(float((cm - bm).abs().max()), rel=1e-12)
+    assert e.scale == float(bm.abs().max())
+    assert (e.close_1e2, e.close_1e4) == (True, False)
+    assert rel_norm(c, n) == pytest.approx(
+        float(torch.linalg.vector_norm(c.double() - n.double()) / torch.linalg.vector_norm(n.double())),
+        rel=1e-12,
+    )
+
+
+@pytest.mark.parametrize(
+    "gap,close", [(0.5e-4, (True, True)), (0.5e-2, (True, False)), (2e-2, (False, False))]
+)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16, torch.complex64])
+def test_allclose_flags_are_those_of_torch_allclose(gap, close, dtype) -> None:
+    """The KernelBench-style allclose flags, however they are computed, agree with torch.allclose on
+    the raw outputs at both tolerances, for values of every magnitude."""
+    import stark_mcp.evaluator.trusted.compare as compare
+
+    g = torch.Generator().manual_seed(4)
+    n = (torch.randn(4096, generator=g) * torch.logspace(-3, 3, 4096)).to(dtype)
+    c = n + (gap * (1 + n.abs())).to(dtype)
+    assert (torch.allclose(c, n, 1e-2, 1e-2), torch.allclose(c, n, 1e-4, 1e-4)) == close
+    wide = n.to(torch.complex128 if dtype.is_complex else torch.float64)
+    e = compare._errors(c, n, wide, torch.ones(4096, dtype=torch.bool))
+    assert (e.close_1e2, e.close_1e4) == close
+
+
+@pytest.mark.parametrize(
+    "t,finite",
+    [
+        (torch.tensor([1.0, 2.0]), True),
+        (torch.tensor([1.0, float("nan")]), False),
+        (torch.tensor([float("-inf"), 1.0]), False),
+        (torch.tensor([3e38, -3e38]), True),
+        (torch.tensor([1.0, float("nan")], dtype=torch.float16), False),
+        (torch.tensor([1 + 1j, complex(float("nan"), 0)]), False),
+        (torch.empty(0), True),
+    ],
+)
+def test_all_finite_in_one_reduction(t, finite) -> None:
+    import stark_mcp.evaluator.trusted.compare as compare
+
+    assert compare._all_finite(t) is finite
+
+
+def test_a_nan_error_fails_even_past_the_finite_checks(monkeypatch, mm) -> None:
+    """Defence in depth: were the finiteness shortcut ever to miss a NaN, the NaN it leaves in the
+    error still fails the precision contract rather than comparing as within it."""
+    import stark_mcp.evaluator.trusted.compare as compare
+
+    a, b, native, ref64 = mm
+    out = a @ b
+    out[0, 0] = float("nan")
+    monkeypatch.setattr(compare, "_all_finite", lambda t: True)
+    result = check(out, native, ref64)
+    assert (result.status, result.reason) == ("wrong_output", "tolerance")
