@@ -122,8 +122,9 @@ def _load_inline_keywords(path: Path) -> dict[str, ast.expr]:
     return {k.arg: k.value for k in calls[0].keywords if k.arg is not None}
 
 
-# Precision cheats written with torch alone: they need no extension to make their point.
-TORCH_ONLY = {"cand_matmul_tf32_sneaky.py", "cand_matmul_fp16.py"}
+# Precision cheats written with torch alone need no extension to make their point; nor does the
+# memory test's candidate (tests/gpu/test_gpu_memory.py), which is about the regions, not a build.
+TORCH_ONLY = {"cand_matmul_tf32_sneaky.py", "cand_matmul_fp16.py", "cand_relu_add_torch.py"}
 # Triton candidates launch @triton.jit kernels and build no C++ extension.
 TRITON = {p.name for p in FIXTURES.glob("cand_*triton*.py")}
 
