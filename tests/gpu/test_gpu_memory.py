@@ -55,13 +55,17 @@ async def test_repeated_evaluations_do_not_grow_the_device_memory_in_use(tmp_pat
     """Five evaluations of a problem with 1 GB of inputs a call: what is in use after the first (the
     worker's warm baseline, caches, spare runners) stays within 2 GB after the fifth, where the old
     worker kept at least 1.5 GB more each time."""
-    problem = load_problem(str(FIXTURES / "problem_relu_add_large.py"))
+    small = (FIXTURES / "problem_relu_add.py").read_text(encoding="utf-8")
+    large = small.replace("ROWS = 2048", "ROWS = 16384").replace("COLS = 2048", "COLS = 8192")
+    assert large != small  # two 512 MB inputs: regions of gigabytes per runner
+    (tmp_path / "problem_relu_add_large.py").write_text(large, encoding="utf-8")
+    problem = load_problem(str(tmp_path / "problem_relu_add_large.py"))
     source = (FIXTURES / "cand_relu_add_torch.py").read_text(encoding="utf-8")
     settings = EvalSettings(
         trials=2, baselines=("eager",), max_time_s=0.3, min_time_s=0.1, profile=False, sanitize=False
     )
     used: list[float] = []
-    async with Evaluator(cache_dir=tmp_path, settings=settings) as ev:
+    async with Evaluator(cache_dir=tmp_path / "cache", settings=settings) as ev:
         for _ in range(5):
             result = await ev.evaluate(problem, source, device="cuda", settings=settings, use_cache=False)
             assert result.status is Status.PASSED, result.message
