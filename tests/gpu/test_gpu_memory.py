@@ -9,12 +9,17 @@ from __future__ import annotations
 
 import gc
 import os
+import subprocess
+import time
 from pathlib import Path
 
+import anyio
 import pytest
 import torch
 
 from stark_mcp.evaluator import EvalSettings, Evaluator
+from stark_mcp.evaluator.trusted.worker import input_slots
+from stark_mcp.evaluator.workers import WORKER_MODULE
 from stark_mcp.problems import load_problem
 from stark_mcp.records import Status
 
@@ -71,3 +76,59 @@ async def test_repeated_evaluations_do_not_grow_the_device_memory_in_use(tmp_pat
             assert result.status is Status.PASSED, result.message
             used.append((torch.cuda.mem_get_info()[1] - free()) / GIB)
     assert used[-1] - used[0] < 2.0, f"GiB in use after each evaluation: {[round(u, 2) for u in used]}"
+
+
+def _device_mib_of(module: str) -> list[int]:
+    """Device memory (MiB) of each process running ``python -m module``, as the driver counts it."""
+    listed = subprocess.run(
+        ["nvidia-smi", "--query-compute-apps=pid,used_memory", "--format=csv,noheader,nounits"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    found = []
+    for line in listed.strip().splitlines():
+        pid, mib = (part.strip() for part in line.split(","))
+        try:
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if module.encode() in argv:
+            found.append(int(mib))
+    return found
+
+
+@pytest.mark.anyio
+async def test_between_evaluations_the_worker_holds_only_its_warm_baseline(tmp_path: Path) -> None:
+    """Calls with 2 GiB of inputs and a 1 GiB output (compared where it lies): once an evaluation is
+    over, the worker's device memory is its warm eager baseline's regions plus its CUDA context and
+    buffers. It used to keep 2 GiB more, the last call's inputs held by a dead reference cycle and
+    then kept reserved by its allocator, where no runner could have it: with a 6 GB problem, that is
+    what ran the next candidate out of memory on an 80 GB H100."""
+    small = (FIXTURES / "problem_relu_add.py").read_text(encoding="utf-8")
+    large = small.replace("ROWS = 2048", "ROWS = 32768").replace("COLS = 2048", "COLS = 8192")
+    (tmp_path / "problem_relu_add_2g.py").write_text(large, encoding="utf-8")
+    problem = load_problem(str(tmp_path / "problem_relu_add_2g.py"))
+    source = (FIXTURES / "cand_relu_add_torch.py").read_text(encoding="utf-8")
+    settings = EvalSettings(
+        trials=2, baselines=("eager",), max_time_s=0.3, min_time_s=0.1, profile=False, sanitize=False
+    )
+    inputs, outputs = 2 * GIB, GIB
+    regions = input_slots(inputs, torch.cuda.mem_get_info()[1]) * inputs + outputs
+    async with Evaluator(cache_dir=tmp_path / "cache", settings=settings) as ev:
+        for _ in range(2):
+            result = await ev.evaluate(problem, source, device="cuda", settings=settings, use_cache=False)
+            assert result.status is Status.PASSED, result.message
+            # The verdict is sent before the worker's clean-up: wait for it (a worker that keeps more
+            # never gets there, so this cannot pass by luck), then for the bound.
+            deadline = time.monotonic() + 30
+            while True:
+                held = _device_mib_of(WORKER_MODULE)
+                assert len(held) == 1, held
+                if held[0] * (1 << 20) <= regions + 1.25 * GIB or time.monotonic() > deadline:
+                    break
+                await anyio.sleep(0.2)
+            assert held[0] * (1 << 20) <= regions + 1.25 * GIB, (
+                f"the worker holds {held[0]} MiB 30 s after its verdict; its warm baseline's regions "
+                f"are {regions >> 20} MiB"
+            )

@@ -38,7 +38,13 @@ from stark_mcp.evaluator.sandbox.host_layout import spare_cores, timing_cores
 from stark_mcp.evaluator.sandbox.launch import JailSpec, Mount, inside_path
 from stark_mcp.evaluator.sandbox.levels import IsolationInfo, SandboxPolicy, detect
 from stark_mcp.evaluator.trusted import profiling, timing
-from stark_mcp.evaluator.trusted.driver import DeviceTools, Driver, free_bytes, host_available_bytes
+from stark_mcp.evaluator.trusted.driver import (
+    DeviceTools,
+    Driver,
+    free_bytes,
+    give_back_cached,
+    host_available_bytes,
+)
 from stark_mcp.evaluator.trusted.problem import LoadedProblem, ProblemFailure, ResourceExhausted
 from stark_mcp.evaluator.trusted.runners import RunnerDied, RunnerHandle, RunnerTimeout
 from stark_mcp.evaluator.trusted.session import InfraError, Session
@@ -214,6 +220,7 @@ class Worker:
             shutil.rmtree(job_dir, ignore_errors=True)
             self._exhausted(exc)
             return
+        give_back_cached(self.device)  # the shape probes' inputs and outputs are garbage now
         torch.save(problem.init, os.path.join(job_dir, "init.pt"))
         os.chmod(job_dir, 0o755)
         self.problems[key] = ProblemState(problem, job_dir)
@@ -268,9 +275,7 @@ class Worker:
         return self._slots_for(max(s.input_bytes for s in problem.shapes))
 
     def _slots_for(self, inputs: int) -> int:
-        """Two rotating input slots per runner, one when inputs are large (gigabytes)."""
-        total = self._total_bytes()
-        return 2 if not total or 8 * inputs < 0.2 * total else 1
+        return input_slots(inputs, self._total_bytes())
 
     def baseline_driver(
         self,
@@ -320,6 +325,7 @@ class Worker:
         estimated need fits in what the device has free: a long-lived worker (a benchmark, a shared
         server) must not run out of memory on the tenth problem because it kept the nine before."""
         state.used = time.monotonic()
+        give_back_cached(self.device)  # the free figure below leaves out our allocator's reserve
         need = int(getattr(state.problem, "need_bytes", 0) or 0)
         others = sorted(
             (s for s in self.problems.values() if s is not state and s.baseline is not None),
@@ -641,6 +647,7 @@ class Worker:
         """After a runner is gone, wait until the driver has given its GPU memory back."""
         if not self.cuda:
             return
+        give_back_cached(self.device)
         deadline = time.monotonic() + timeout
         previous = -1
         while time.monotonic() < deadline:
@@ -673,6 +680,12 @@ class Worker:
             spare.discard()
         if self.info.cgroup:
             remove_own(self.info.cgroup)
+
+
+def input_slots(inputs: int, total: int) -> int:
+    """Two rotating input slots per runner, one when a call's ``inputs`` are large next to the
+    device's ``total`` memory (gigabytes on a GPU)."""
+    return 2 if not total or 8 * inputs < 0.2 * total else 1
 
 
 def _large_tensors(limit: int = 1 << 30) -> str:
