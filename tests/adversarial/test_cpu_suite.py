@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import time
 
+import anyio
 import pytest
 
 from stark_mcp.problems import load_problem, problem_from_source
@@ -52,11 +53,19 @@ async def test_the_cases_with_cpp_extensions_build(suite_evaluator) -> None:
         c for c in CPU_CASES if "load_inline" in c.source and all(a.status != "build_error" for a in c.expect)
     ]
     assert len(built) >= 3
-    for case in built:
+    evaluations = {}
+
+    async def evaluate(case: cases.Case) -> None:
         problem = load_problem(str(cases.HERE / "problems" / f"{case.problem}.py"))
-        evaluation = await suite_evaluator.evaluate(
+        evaluations[case.name] = await suite_evaluator.evaluate(
             problem, case.source, device="cpu", settings=SUITE, use_cache=False
         )
+
+    async with anyio.create_task_group() as group:  # all wait for the header, then build side by side
+        for case in built:
+            group.start_soon(evaluate, case)
+    for case in built:
+        evaluation = evaluations[case.name]
         assert evaluation.status.value != "build_error", (case.name, evaluation.message[:300])
         assert evaluation.extensions and all(e["ok"] for e in evaluation.extensions), case.name
 

@@ -39,6 +39,7 @@ def _nodes(db: Path, run_id: str) -> list[tuple[str, str | None, str, dict]]:
     return [(i, p, a, json.loads(e)) for i, p, a, e in rows]
 
 
+@pytest.mark.slow
 def test_the_first_command_stops_at_the_unstarted_pair_and_says_how_to_continue(bench_run: BenchRun) -> None:
     first = bench_run.first
     assert first.returncode == 1, first.stderr

@@ -25,6 +25,7 @@ RUNNER = Path(__file__).parent / "runner.py"
 SOURCES = [FUSED, WRONG, CLAMPED, CRASH, WHERE]
 
 
+@pytest.mark.slow
 async def test_resume_after_sigkill_loses_and_repeats_nothing(
     service: RunService, db_path: Path, eval_cache: Path, tmp_path: Path
 ) -> None:

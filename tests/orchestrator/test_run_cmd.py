@@ -57,6 +57,7 @@ def _default_sigint() -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
+@pytest.mark.slow
 def test_run_interrupted_with_ctrl_c_then_resumed_writes_kernel_and_summary(tmp_path: Path,
     eval_cache: Path) -> None:
     home, work = tmp_path / "home", tmp_path / "work"

@@ -75,6 +75,7 @@ async def _attempts(service: RunService, out: Path, replies: Path) -> list[tuple
     return sorted((n.source, n.evaluation.status.value) for n in nodes if n.evaluation is not None)
 
 
+@pytest.mark.slow
 async def test_a_scripted_benchmark_through_ray_gives_the_local_executors_results(
     ray_service: RunService, tmp_path: Path
 ) -> None:
