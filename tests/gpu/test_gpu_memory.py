@@ -20,7 +20,7 @@ import torch
 from stark_mcp.evaluator import EvalSettings, Evaluator
 from stark_mcp.evaluator.trusted.worker import input_slots
 from stark_mcp.evaluator.workers import WORKER_MODULE
-from stark_mcp.problems import load_problem
+from stark_mcp.problems import Problem, load_problem
 from stark_mcp.records import Status
 
 pytestmark = [
@@ -30,6 +30,20 @@ pytestmark = [
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "cuda"
 GIB = 1 << 30
+SOURCE = (FIXTURES / "cand_relu_add_torch.py").read_text(encoding="utf-8")
+SETTINGS = EvalSettings(
+    trials=2, baselines=("eager",), max_time_s=0.3, min_time_s=0.1, profile=False, sanitize=False
+)
+
+
+def relu_add_problem(folder: Path, rows: int, cols: int) -> Problem:
+    """The small relu(x + y) fixture problem, resized to ``rows`` x ``cols`` float32 tensors."""
+    small = (FIXTURES / "problem_relu_add.py").read_text(encoding="utf-8")
+    large = small.replace("ROWS = 2048", f"ROWS = {rows}").replace("COLS = 2048", f"COLS = {cols}")
+    assert large != small
+    path = folder / f"problem_relu_add_{rows}x{cols}.py"
+    path.write_text(large, encoding="utf-8")
+    return load_problem(str(path))
 
 
 def free() -> int:
@@ -60,19 +74,11 @@ async def test_repeated_evaluations_do_not_grow_the_device_memory_in_use(tmp_pat
     """Five evaluations of a problem with 1 GB of inputs a call: what is in use after the first (the
     worker's warm baseline, caches, spare runners) stays within 2 GB after the fifth, where the old
     worker kept at least 1.5 GB more each time."""
-    small = (FIXTURES / "problem_relu_add.py").read_text(encoding="utf-8")
-    large = small.replace("ROWS = 2048", "ROWS = 16384").replace("COLS = 2048", "COLS = 8192")
-    assert large != small  # two 512 MB inputs: regions of gigabytes per runner
-    (tmp_path / "problem_relu_add_large.py").write_text(large, encoding="utf-8")
-    problem = load_problem(str(tmp_path / "problem_relu_add_large.py"))
-    source = (FIXTURES / "cand_relu_add_torch.py").read_text(encoding="utf-8")
-    settings = EvalSettings(
-        trials=2, baselines=("eager",), max_time_s=0.3, min_time_s=0.1, profile=False, sanitize=False
-    )
+    problem = relu_add_problem(tmp_path, rows=16384, cols=8192)  # two 512 MB inputs a call
     used: list[float] = []
-    async with Evaluator(cache_dir=tmp_path / "cache", settings=settings) as ev:
+    async with Evaluator(cache_dir=tmp_path / "cache", settings=SETTINGS) as ev:
         for _ in range(5):
-            result = await ev.evaluate(problem, source, device="cuda", settings=settings, use_cache=False)
+            result = await ev.evaluate(problem, SOURCE, device="cuda", settings=SETTINGS, use_cache=False)
             assert result.status is Status.PASSED, result.message
             used.append((torch.cuda.mem_get_info()[1] - free()) / GIB)
     assert used[-1] - used[0] < 2.0, f"GiB in use after each evaluation: {[round(u, 2) for u in used]}"
@@ -105,19 +111,12 @@ async def test_between_evaluations_the_worker_holds_only_its_warm_baseline(tmp_p
     buffers. It used to keep 2 GiB more, the last call's inputs held by a dead reference cycle and
     then kept reserved by its allocator, where no runner could have it: with a 6 GB problem, that is
     what ran the next candidate out of memory on an 80 GB H100."""
-    small = (FIXTURES / "problem_relu_add.py").read_text(encoding="utf-8")
-    large = small.replace("ROWS = 2048", "ROWS = 32768").replace("COLS = 2048", "COLS = 8192")
-    (tmp_path / "problem_relu_add_2g.py").write_text(large, encoding="utf-8")
-    problem = load_problem(str(tmp_path / "problem_relu_add_2g.py"))
-    source = (FIXTURES / "cand_relu_add_torch.py").read_text(encoding="utf-8")
-    settings = EvalSettings(
-        trials=2, baselines=("eager",), max_time_s=0.3, min_time_s=0.1, profile=False, sanitize=False
-    )
+    problem = relu_add_problem(tmp_path, rows=32768, cols=8192)  # two 1 GiB inputs, a 1 GiB output
     inputs, outputs = 2 * GIB, GIB
     regions = input_slots(inputs, torch.cuda.mem_get_info()[1]) * inputs + outputs
-    async with Evaluator(cache_dir=tmp_path / "cache", settings=settings) as ev:
+    async with Evaluator(cache_dir=tmp_path / "cache", settings=SETTINGS) as ev:
         for _ in range(2):
-            result = await ev.evaluate(problem, source, device="cuda", settings=settings, use_cache=False)
+            result = await ev.evaluate(problem, SOURCE, device="cuda", settings=SETTINGS, use_cache=False)
             assert result.status is Status.PASSED, result.message
             # The verdict is sent before the worker's clean-up: wait for it (a worker that keeps more
             # never gets there, so this cannot pass by luck), then for the bound.
