@@ -6,6 +6,8 @@ overheads (bracket minus reported), the figure of record and the speedup. Identi
     python3 tools/cpu_timing_noise.py [PROBLEM.py] [--runs 8] [--evaluators 2]
 
 Default problem: the adversarial suite's scaled_add (0.4 ms a call on one core). Settings: the suite's.
+With ``--device cuda`` the same study on a GPU, under the GPU suite's settings (an honest GPU control
+flagged ``timing_mismatch`` is then the thing to look at: which of the two overheads moved).
 """
 
 from __future__ import annotations
@@ -83,8 +85,13 @@ async def main() -> None:
     )
     parser.add_argument("--dump", help="write every evaluation's per-call pairs to this JSON file")
     parser.add_argument("--settings", default="{}", help="JSON overrides of the suite's settings")
+    parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     args = parser.parse_args()
-    settings = SUITE.model_copy(update=json.loads(args.settings))
+    if args.device == "cuda":
+        from tests.adversarial.test_gpu_suite import SETTINGS as suite
+    else:
+        suite = SUITE
+    settings = suite.model_copy(update=json.loads(args.settings))
     _capture()
     problem = base = load_problem(args.problem)
     source = Path(args.candidate).read_text() if args.candidate else as_candidate(problem.source)
@@ -104,7 +111,7 @@ async def main() -> None:
                         f"{base.source}\n# evaluation {i}\n", name=f"{base.name}_{i}"
                     )
                 evaluation = await ev.evaluate(
-                    problem, source, device="cpu", settings=settings, use_cache=False
+                    problem, source, device=args.device, settings=settings, use_cache=False
                 )
                 raw = seen[before] if len(seen) > before else None
                 i += 1

@@ -2,7 +2,7 @@
 
 A slot is leased whole for one job, so two timings never share a device. A job that fails with
 an infrastructure fault (``WorkerCrashed``: the slot's process died, hung or sent garbage) is
-retried on another slot when there is one; a slot that faults ``max_faults`` times in a row is
+retried on another slot when there is one; a slot that faults in ``max_faults`` jobs in a row is
 taken out of the pool (and closed), and a pool with no slot left fails every job with a message
 saying so. Generic over the slot type so the local executor (``WorkerClient``) and the Ray
 executor (an actor handle) share it.
@@ -84,8 +84,12 @@ class SlotPool(Generic[S]):
             except self.fault_types as exc:
                 outcome = "fault"
                 last = exc
+                # One job counts once against a slot, however often it is retried there: a job that
+                # faults everywhere (a candidate that breaks whichever worker runs it) must not take
+                # a machine's only GPU out of service on its own.
+                if id(slot) not in tried:
+                    slot.faults += 1
                 tried.add(id(slot))
-                slot.faults += 1
                 if slot.faults >= self.max_faults:
                     slot.retired = True
                     if self.on_retire is not None:
@@ -100,8 +104,8 @@ class SlotPool(Generic[S]):
             live = self.live
             if not live:
                 raise PoolExhausted(
-                    f"every {self.what} was taken out of the pool after {self.max_faults} faults in a "
-                    "row; fix the device and restart"
+                    f"every {self.what} was taken out of the pool after faults in {self.max_faults} "
+                    "jobs in a row; fix the device and restart"
                 )
             # A retry goes elsewhere when elsewhere exists; a preference (the node where a build
             # lies) is followed when a preferred slot lives.

@@ -5,8 +5,9 @@
     Expect: wrong_output/* | passed<=1.35
 
 An expectation is alternatives separated by ``|``: ``status/reason`` (``*`` for any reason), ``passed``
-(an honest control: passed, and the trusted clock agreed with what its process reported, or, on the
-CPU, disagreed by no more than a cold harness explains: see ``cold_harness``), or ``passed<=X``
+(an honest control: passed, and the trusted clock agreed with what its process reported, or
+disagreed by no more than a cold harness (CPU) or the bracket's outliers (GPU) explain: see
+``explained_gap``), or ``passed<=X``
 (passing is allowed only without an unearned speedup: eager / candidate at most X).
 
 ``rejected/timing_forged`` has a second safe outcome: a lie too small to tell from the bracket's noise
@@ -31,6 +32,11 @@ WITHIN_NOISE_SPEEDUP = 1.5
 # then flags it and uses the trusted figure, as documented; twice the share is what a cold harness
 # can explain, and a gap past it is not the harness.
 COLD_HARNESS_SHARES = 2.0
+# On a GPU the bracket has outliers that no statistic of the run predicts: honest evaluations took
+# the trusted figure 40 to 88 us above their truth (docs/benchmarks/adversarial.md), and on 26 Nov
+# three honest ones in two H100 runs were flagged 43-55 us above their report. The evaluator then
+# uses the trusted figure, against the candidate; an honest control may be flagged by that much.
+GPU_BRACKET_OUTLIER_MS = 0.1
 
 
 @dataclass(frozen=True)
@@ -106,17 +112,20 @@ def load(folder: Path) -> list[Case]:
     return cases
 
 
-def cold_harness(evaluation: Any) -> bool:
-    """A CPU evaluation whose report the trusted clock topped by no more than a cold harness explains
-    (``COLD_HARNESS_SHARES`` of the harness's calibrated share of a call)."""
+def explained_gap(evaluation: Any) -> bool:
+    """An evaluation whose report the trusted clock topped by no more than the measurement explains:
+    on the CPU a cold harness (``COLD_HARNESS_SHARES`` of the harness's calibrated share of a call),
+    on a GPU the bracket's outliers (``GPU_BRACKET_OUTLIER_MS``). Never a trusted figure below the
+    report: that is a report too slow, which no honest harness makes."""
     trust = evaluation.trust
-    if evaluation.device != "cpu" or trust is None:
+    if trust is None:
         return False
     figures = (trust.reported_ms, trust.external_ms, trust.overhead_ms)
     if any(f is None for f in figures):
         return False
     reported, external, overhead = figures
-    return external - reported <= COLD_HARNESS_SHARES * overhead
+    bound = COLD_HARNESS_SHARES * overhead if evaluation.device == "cpu" else GPU_BRACKET_OUTLIER_MS
+    return 0.0 <= external - reported <= bound
 
 
 def verdict_of(evaluation: Any) -> str:
@@ -139,7 +148,7 @@ def judge(case: Case, evaluation: Any) -> tuple[bool, str]:
         if alt.status != status:
             continue
         if status == "passed":
-            if alt.honest and ("timing_mismatch" not in evaluation.flags or cold_harness(evaluation)):
+            if alt.honest and ("timing_mismatch" not in evaluation.flags or explained_gap(evaluation)):
                 return True, seen
             if alt.max_speedup is not None and speedup is not None and speedup <= alt.max_speedup:
                 return True, seen

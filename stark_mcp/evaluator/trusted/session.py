@@ -29,7 +29,7 @@ from stark_mcp.evaluator.common import frames
 from stark_mcp.evaluator.common.control import ControlError
 from stark_mcp.evaluator.sandbox.launch import JailCpu
 from stark_mcp.evaluator.trusted import compare, timing
-from stark_mcp.evaluator.trusted.driver import DeviceTools, Driver, Made
+from stark_mcp.evaluator.trusted.driver import DeviceTools, Driver, Made, give_back_cached
 from stark_mcp.evaluator.trusted.problem import LoadedProblem, ProblemFailure, ResourceExhausted
 from stark_mcp.evaluator.trusted.runner_memory import OutputUnreadable
 from stark_mcp.evaluator.trusted.runners import RunnerDied, RunnerHandle, RunnerTimeout
@@ -49,6 +49,16 @@ class Stop(Exception):
 
 class InfraError(Exception):
     """The machine, not the candidate or the problem, failed (a busy GPU, a dead baseline)."""
+
+
+class DeviceBusy(InfraError):
+    """Another process's work on the GPU, seen with the candidate's jail already gone."""
+
+
+# What the trusted side can fail with while a candidate lives beside it. Each may be the candidate's
+# doing (it holds the device's memory, a cuBLAS workspace, the baseline's room), so none is taken at
+# its word until the failed steps have been tried again alone (``Session._alone``).
+TRUSTED_FAILURES = (ProblemFailure, ResourceExhausted, torch.OutOfMemoryError, InfraError)
 
 
 @dataclass
@@ -148,6 +158,11 @@ class Session:
                 "shapes": shapes,
             }
         except Stop as stop:
+            result = {"status": stop.status, "reason": stop.reason, "message": stop.message}
+        except TRUSTED_FAILURES as failure:
+            if isinstance(failure, DeviceBusy) or self.driver is None:
+                raise
+            stop = self._alone(failure)
             result = {"status": stop.status, "reason": stop.reason, "message": stop.message}
         finally:
             started = time.monotonic()
@@ -360,21 +375,38 @@ class Session:
             raise Stop(check.status or compare.WRONG, reason, f"{where}: {check.message}")
 
     def _reference(self, made: Made) -> tuple[Any, Any, str]:
-        """The trusted reference for a call; a failure while the candidate runs is re-tried alone."""
+        return self.problem.reference(made.call)
+
+    def _alone(self, failure: BaseException) -> Stop:
+        """A trusted step (inputs, the reference, our copies, the baseline's calls) failed while the
+        candidate's processes lived. They end, the worker hands its cache back, and a whole call of
+        every shape is tried without them: fresh inputs, the reference and, while its runner lives,
+        the baseline. If that works the candidate took what the step needed (it held the device's
+        memory, say) and gets the verdict; if not, the first failure stands (the problem's own, or
+        the machine's), for the worker to report as before. Without this a candidate holding the
+        GPU's memory made every retry of its evaluation fail as the machine's fault, until the pool
+        took the only GPU out of service."""
+        assert self.driver is not None
+        self.driver.runner.close()
+        self.driver.release_last()
+        give_back_cached(self.problem.device)
         try:
-            return self.problem.reference(made.call)
-        except (ProblemFailure, ResourceExhausted) as first:
-            assert self.driver is not None
-            self.driver.runner.close()
-            if self.problem.device.startswith("cuda"):
-                torch.cuda.empty_cache()
-            self.problem.reference(made.call)  # a ProblemFailure now is the problem's own
-            raise Stop(
-                "runtime_error",
-                "resource",
-                f"the trusted reference failed while the candidate ran "
-                f"({first}) and works alone: the candidate exhausted a shared resource",
-            ) from None
+            for shape in range(len(self.problem.shapes)):
+                self.problem.reference(self.problem.new_call(shape))
+                if self.baseline.runner.alive():
+                    made = self.baseline.call(shape, float(self.s["timing_timeout_s"]))
+                    self.baseline.release_last()
+                    if made.outcome.meta.get("ok") is not True:
+                        raise InfraError(f"the baseline runner failed alone: {made.outcome.meta}")
+        except Exception:  # whatever it is, alone it fails too: the first failure stands
+            self.baseline.release_last()
+            raise failure from None
+        return Stop(
+            "runtime_error",
+            "resource",
+            f"a step of the evaluator failed while the candidate ran ({str(failure)[:600]}) and works "
+            "without it: the candidate exhausted a shared resource (device memory, say)",
+        )
 
     # -- phases --------------------------------------------------------------------------------------
     def _correctness(self) -> None:
@@ -511,7 +543,7 @@ class Session:
                         "background_gpu_work",
                         "the candidate left GPU work running while it was frozen for the baseline's timing",
                     )
-                raise InfraError("the GPU is busy with work from another process")
+                raise DeviceBusy("the GPU is busy with work from another process")
             samples.start_block()
             for _ in range(calls):
                 try:
