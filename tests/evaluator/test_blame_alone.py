@@ -86,7 +86,7 @@ def anyio_backend() -> str:
 
 
 @pytest.fixture(scope="module")
-async def evaluator(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Evaluator]:
+async def lock_evaluator(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Evaluator]:
     async with Evaluator(tmp_path_factory.mktemp("alone") / "cache", QUICK, cpu_workers=1) as ev:
         yield ev
 
@@ -104,23 +104,23 @@ def problem_with_lock(folder: Path, error: str):
 # failure of the problem's own code (a cuBLAS workspace it could not get, say): both are retried alone.
 @pytest.mark.parametrize("error", ["MemoryError", "RuntimeError"])
 async def test_a_candidate_that_takes_what_the_inputs_need_gets_the_blame(
-    evaluator: Evaluator, tmp_path: Path, error: str
+    lock_evaluator: Evaluator, tmp_path: Path, error: str
 ) -> None:
     problem, lock = problem_with_lock(tmp_path, error)
-    result = await evaluator.evaluate(
+    result = await lock_evaluator.evaluate(
         problem, HOLDER.format(lock=str(lock)), device="cpu", use_cache=False
     )
     assert (result.status, result.reason) == (Status.RUNTIME_ERROR, "resource"), result.message
     assert "works without it" in result.message and "the shared pool is taken" in result.message
     # The worker is no worse for it: an honest candidate passes next, on the same worker.
-    after = await evaluator.evaluate(problem, HONEST, device="cpu", use_cache=False)
+    after = await lock_evaluator.evaluate(problem, HONEST, device="cpu", use_cache=False)
     assert after.status is Status.PASSED, after.message
-    pool = await evaluator.worker_pool("cpu")
+    pool = await lock_evaluator.worker_pool("cpu")
     assert all(slot.faults == 0 and not slot.retired for slot in pool.slots)
 
 
 async def test_a_step_that_fails_alone_too_is_not_the_candidates_and_costs_the_worker_one_fault(
-    evaluator: Evaluator, tmp_path: Path
+    lock_evaluator: Evaluator, tmp_path: Path
 ) -> None:
     """The lock is taken by someone else (this test) once timing starts: alone the inputs fail too,
     so it is the machine's fault, retried and reported as such; the job counts once against the
@@ -136,12 +136,14 @@ async def test_a_step_that_fails_alone_too_is_not_the_candidates_and_costs_the_w
 
     try:
         with pytest.raises(EvaluatorError, match="failed 3 times in a row: out of memory in the trusted"):
-            await evaluator.evaluate(problem, HONEST, device="cpu", use_cache=False, progress=take_in_timing)
+            await lock_evaluator.evaluate(
+                problem, HONEST, device="cpu", use_cache=False, progress=take_in_timing
+            )
     finally:
         for handle in held:
             handle.close()  # type: ignore[attr-defined]
     assert held, "the evaluation never reached its timing phase"
-    pool = await evaluator.worker_pool("cpu")
+    pool = await lock_evaluator.worker_pool("cpu")
     assert [(slot.faults, slot.retired) for slot in pool.slots] == [(1, False)]
-    after = await evaluator.evaluate(problem, HONEST + "\n# again\n", device="cpu", use_cache=False)
+    after = await lock_evaluator.evaluate(problem, HONEST + "\n# again\n", device="cpu", use_cache=False)
     assert after.status is Status.PASSED, after.message

@@ -16,7 +16,9 @@ FAST = EvalSettings(
 FAST_JSON = FAST.model_dump_json()
 
 
-@pytest.fixture
+# Module scope, so one evaluator (its worker, kept warm) serves a module's tests, as it serves a
+# server's sessions; each test still has its own store.
+@pytest.fixture(scope="module")
 def anyio_backend() -> str:
     return "asyncio"
 
@@ -32,7 +34,17 @@ def db_path(tmp_path: Path) -> Path:
     return tmp_path / "stark.db"
 
 
+@pytest.fixture(scope="module")
+async def module_evaluator(eval_cache: Path) -> AsyncIterator[Evaluator]:
+    async with Evaluator(eval_cache, settings=FAST) as evaluator:
+        yield evaluator
+
+
 @pytest.fixture
-async def service(db_path: Path, eval_cache: Path) -> AsyncIterator[RunService]:
-    async with await Store.open(db_path) as store, Evaluator(eval_cache, settings=FAST) as evaluator:
-        yield RunService(store, evaluator)
+async def service(db_path: Path, module_evaluator: Evaluator) -> AsyncIterator[RunService]:
+    async with await Store.open(db_path) as store:
+        service = RunService(store, module_evaluator)
+        try:
+            yield service
+        finally:
+            await service.aclose()  # its background work ends with the test, not with the evaluator

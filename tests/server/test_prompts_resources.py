@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,8 +28,9 @@ class Seeded:
 
 
 @pytest.fixture(scope="module")
-async def seeded(tmp_path_factory: pytest.TempPathFactory) -> Seeded:
-    """A run with one passing and one failing child."""
+async def seeded(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Seeded]:
+    """A run with one passing and one failing child. The session that made it stays open while the
+    module's tests run, so theirs share its store and warm evaluator, as a host's sessions do."""
     server = make_server(tmp_path_factory.mktemp("prompts-home"))
     async with Client(server) as client:
         run_id = ok(await client.call_tool("create_run",
@@ -40,7 +42,7 @@ async def seeded(tmp_path_factory: pytest.TempPathFactory) -> Seeded:
         failed = ok(await client.call_tool(
             "add_child", {"run_id": run_id, "parent_id": "n0", "source": source("cand_crash")}
         ))
-    return Seeded(server, run_id, passed["node_id"], failed["node_id"])
+        yield Seeded(server, run_id, passed["node_id"], failed["node_id"])
 
 
 def text_of(prompt: Any) -> str:

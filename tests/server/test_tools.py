@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,13 +28,15 @@ class Served:
 
 
 @pytest.fixture(scope="module")
-async def served(tmp_path_factory: pytest.TempPathFactory) -> Served:
+async def served(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Served]:
     home = tmp_path_factory.mktemp("tools-home")
     server = make_server(home)
-    async with Client(server) as client:
-        created = ok(await client.call_tool("create_run",
+    # This session stays open while the module's tests run, as a host's does: each test's own
+    # session then shares its store and evaluator (one worker, kept warm) instead of opening them.
+    async with Client(server) as keeper:
+        created = ok(await keeper.call_tool("create_run",
             {"problem": str(PROBLEM), "budget": 30, "seed": 7}))
-    return Served(server, home, created["run_id"])
+        yield Served(server, home, created["run_id"])
 
 
 async def attempts(client: Client, run_id: str) -> int:
