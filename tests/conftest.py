@@ -4,18 +4,15 @@ pyproject.toml; ``-n 0`` runs one test at a time).
 Many tests wait on processes more than they compute (the server tests kept 0.53 of a 2-core machine
 busy), so three workers share it well: 590-650 s against 870-890 s, in clean-clone runs on 26 Nov
 2026. With three the machine is busy (78-86% of both cores, by `vmstat`), and four were slower
-(624 s, and 625 s against 587 s late on 26 Nov). A test that judges a timing (an honest control must not
-be flagged, a cheat must not gain a speedup) measures the machine as a user's evaluation would, so
-it runs alone: marked ``alone``, it takes an exclusive lock that every other test holds shared while
-it runs. A gate lock makes a waiting ``alone`` test block new arrivals, so a stream of ordinary
-tests on the other workers cannot starve it, and consecutive ``alone`` tests keep the lock. Before
-it closes the gate, an ``alone`` test waits (up to ``SLOW_WAIT_S``) while another worker is in a
-``slow`` test: closing it then kept a worker from starting anything for the 40 s left of the
-README's demo, the machine half idle (26 Nov); waiting with the gate open lets the others go on with
-short tests. One run of seven flagged an honest control (``honest_two_pass_variance`` at 0.23x)
-while it held the lock; that control is flagged one test at a time as well (about one evaluation in
-eight: its forward leaves the harness's share of each call on cold caches,
-tests/adversarial/cases.py), so it was not the other workers.
+(624 s; 625 s against 587 s late on 26 Nov). A test that judges a timing (an honest control must not be
+flagged, a cheat must not gain a speedup) measures the machine as a user's evaluation would, so it
+runs alone: marked ``alone``, it takes an exclusive lock that every other test holds shared while it
+runs. A gate lock makes a waiting ``alone`` test block new arrivals, so a stream of ordinary tests
+on the other workers cannot starve it, and consecutive ``alone`` tests keep the lock. One run of
+seven flagged an honest control (``honest_two_pass_variance`` at 0.23x) while it held the lock; that
+control is flagged one test at a time as well (about one evaluation in eight: its forward leaves the
+harness's share of each call on cold caches, tests/adversarial/cases.py), so it was not the other
+workers.
 
 Tests that use a folder's session fixture holding an evaluator (its workers, its build cache) stay
 on one worker (``xdist_group`` per folder), so that folder's C++ builds and precompiled headers are
@@ -27,7 +24,6 @@ from __future__ import annotations
 
 import fcntl
 import os
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO
@@ -36,7 +32,6 @@ import pytest
 
 SHARED_EVALUATOR_FOLDERS = ("adversarial", "evaluator")
 SHARED_EVALUATOR_FIXTURES = {"evaluator", "cache_dir", "suite_evaluator", "suite_cache"}
-SLOW_WAIT_S = 300.0  # bounds the wait for others' slow tests (a worker that died leaves its mark)
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist's own, which reads the groups into the test ids
@@ -74,8 +69,6 @@ class _Turns:
         if self.files is not None and self.exclusive == exclusive:
             return  # the run of ``alone`` tests goes on
         self.give_back()
-        if exclusive:
-            _wait_for_slow_tests(folder)
         gate, run = open(folder / "gate.lock", "a"), open(folder / "run.lock", "a")  # noqa: SIM115
         fcntl.flock(gate, fcntl.LOCK_EX)
         fcntl.flock(run, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
@@ -94,17 +87,6 @@ class _Turns:
 _TURNS = _Turns()
 
 
-def _slow_mark(folder: Path) -> Path:
-    return folder / f"slow-{os.environ['PYTEST_XDIST_WORKER']}"
-
-
-def _wait_for_slow_tests(folder: Path) -> None:
-    """Until no other worker is in a ``slow`` test (or ``SLOW_WAIT_S`` have passed)."""
-    mine, deadline = _slow_mark(folder), time.monotonic() + SLOW_WAIT_S
-    while time.monotonic() < deadline and any(p != mine for p in folder.glob("slow-*")):
-        time.sleep(0.5)
-
-
 def _alone(item: pytest.Item | None) -> bool:
     return item is not None and item.get_closest_marker("alone") is not None
 
@@ -115,17 +97,12 @@ def pytest_runtest_setup(item: pytest.Item) -> Iterator[None]:
         # Every worker's base directory sits in the session's own folder: the locks are this run's.
         folder = item.config._tmp_path_factory.getbasetemp().parent  # type: ignore[attr-defined]
         _TURNS.take(folder, exclusive=_alone(item))
-        if item.get_closest_marker("slow") is not None:
-            _slow_mark(folder).touch()
     yield
 
 
 @pytest.hookimpl(hookwrapper=True, trylast=True)
 def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
     yield
-    if "PYTEST_XDIST_WORKER" in os.environ:
-        folder = item.config._tmp_path_factory.getbasetemp().parent  # type: ignore[attr-defined]
-        _slow_mark(folder).unlink(missing_ok=True)
     # A run of consecutive ``alone`` tests keeps the machine; an ordinary test lets an ``alone`` one in.
     if not (_alone(item) and _alone(nextitem)):
         _TURNS.give_back()
