@@ -37,9 +37,11 @@ SHARED_EVALUATOR_FIXTURES = {"evaluator", "cache_dir", "suite_evaluator", "suite
 @pytest.hookimpl(tryfirst=True)  # before xdist's own, which reads the groups into the test ids
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     tests = Path(__file__).resolve().parent
-    # Slow tests first: xdist hands out ungrouped tests in this order, and a minute-long test picked
-    # up last is the suite's tail (the README's demo started 523 s into a 614 s run).
-    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+    # Slow tests first, the longest (``slow(seconds=...)``) first among them: xdist hands out
+    # ungrouped tests in this order, mostly to the one worker not holding a folder's group for the
+    # first five minutes, and a minute-long test picked up last is the suite's tail (the README's demo
+    # started 523 s into a 614 s run) or holds an ``alone`` test off (it waited 47 s for the demo).
+    items.sort(key=_slow_first)
     gpu = [item for item in items if item.get_closest_marker("gpu") is not None]
     if gpu and _cuda_available():  # without CUDA they skip: no reason to wait for the machine
         for item in gpu:
@@ -50,6 +52,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         shares = SHARED_EVALUATOR_FIXTURES & set(getattr(item, "fixturenames", ()))
         if len(parts) > 1 and parts[0] in SHARED_EVALUATOR_FOLDERS and shares:
             item.add_marker(pytest.mark.xdist_group(parts[0]))
+
+
+def _slow_first(item: pytest.Item) -> tuple[bool, float]:
+    slow = item.get_closest_marker("slow")
+    return slow is None, -float(slow.kwargs.get("seconds", 0)) if slow is not None else 0.0
 
 
 def _cuda_available() -> bool:

@@ -24,7 +24,7 @@ def readme_main_command() -> list[str]:
     return shlex.split(command)
 
 
-@pytest.mark.slow
+@pytest.mark.slow(seconds=95)  # the suite's longest test: handed out first (tests/conftest.py)
 def test_readme_main_command_runs_the_offline_search(tmp_path: Path) -> None:
     argv = readme_main_command()
     out = tmp_path / "out"
