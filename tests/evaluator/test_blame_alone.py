@@ -34,15 +34,22 @@ LOCK = os.path.join(STARK_IMPORT_ROOTS[0], "pool.lock")
 
 class Model(nn.Module):
     def forward(self, a, b):
+        if {where!r} == "float64" and a.dtype == torch.float64:
+            pool_free()
         return torch.relu(a + b)
 
 
-def get_inputs():
+def pool_free():
     with open(LOCK) as held:
         try:
             fcntl.flock(held, fcntl.LOCK_SH | fcntl.LOCK_NB)
         except BlockingIOError:
             raise {error}("the shared pool is taken") from None
+
+
+def get_inputs():
+    if {where!r} == "inputs":
+        pool_free()
     return [torch.randn(64, 256), torch.randn(64, 256)]
 
 
@@ -91,12 +98,14 @@ async def lock_evaluator(tmp_path_factory: pytest.TempPathFactory) -> AsyncItera
         yield ev
 
 
-def problem_with_lock(folder: Path, error: str):
+def problem_with_lock(folder: Path, error: str, where: str = "inputs"):
+    """``where`` the problem needs the pool: its ``get_inputs``, or its model run in float64 (the
+    reference's twin, which the worker runs beside the model's own precision)."""
     root = folder / "shared"
     root.mkdir()
     (root / "pool.lock").write_text("")
     path = folder / "problem.py"
-    path.write_text(PROBLEM.format(root=str(root), error=error), encoding="utf-8")
+    path.write_text(PROBLEM.format(root=str(root), error=error, where=where), encoding="utf-8")
     return load_problem(str(path)), root / "pool.lock"
 
 
@@ -147,3 +156,57 @@ async def test_a_step_that_fails_alone_too_is_not_the_candidates_and_costs_the_w
     assert [(slot.faults, slot.retired) for slot in pool.slots] == [(1, False)]
     after = await lock_evaluator.evaluate(problem, HONEST + "\n# again\n", device="cpu", use_cache=False)
     assert after.status is Status.PASSED, after.message
+
+
+async def test_a_candidate_cannot_take_the_float64_reference_away_from_those_after_it(
+    lock_evaluator: Evaluator, tmp_path: Path
+) -> None:
+    """The float64 twin failing while a candidate holds what it needs is that call's trouble: the
+    candidate is blamed and the next one is still judged against float64. (It used to be switched
+    off for good: one submission could loosen the judging of every later one.)"""
+    problem, lock = problem_with_lock(tmp_path, "RuntimeError", where="float64")
+    result = await lock_evaluator.evaluate(
+        problem, HOLDER.format(lock=str(lock)), device="cpu", use_cache=False
+    )
+    assert (result.status, result.reason) == (Status.RUNTIME_ERROR, "resource"), result.message
+    assert "float64" in result.message
+    after = await lock_evaluator.evaluate(problem, HONEST, device="cpu", use_cache=False)
+    assert after.status is Status.PASSED, after.message
+    assert "no_fp64_reference" not in after.flags, after.flags
+
+
+async def test_a_model_that_cannot_run_in_float64_is_judged_at_its_own_precision(
+    lock_evaluator: Evaluator, tmp_path: Path
+) -> None:
+    """Found at load, with no candidate alive: every evaluation goes on without the twin, and says so."""
+    (tmp_path / "shared").mkdir()
+    path = tmp_path / "no_double.py"
+    path.write_text(NO_DOUBLE, encoding="utf-8")
+    problem = load_problem(str(path))
+    for _ in range(2):
+        result = await lock_evaluator.evaluate(problem, HONEST, device="cpu", use_cache=False)
+        assert result.status is Status.PASSED, result.message
+        assert "no_fp64_reference" in result.flags, result.flags
+        assert result.trust is not None
+        assert any("cannot run in float64" in f for f in result.trust.findings), result.trust.findings
+
+
+NO_DOUBLE = """
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def forward(self, a, b):
+        if a.dtype == torch.float64:
+            raise TypeError("this model is float32 only")
+        return torch.relu(a + b)
+
+
+def get_inputs():
+    return [torch.randn(64, 256), torch.randn(64, 256)]
+
+
+def get_init_inputs():
+    return []
+"""

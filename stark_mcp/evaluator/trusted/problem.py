@@ -140,7 +140,7 @@ class LoadedProblem:
             for kwargs in shapes:
                 step = f"get_inputs({_label(kwargs) if kwargs else ''})"
                 self.shapes.append(self._shape(kwargs, step))
-        except ProblemFailure:
+        except (ProblemFailure, ResourceExhausted):
             raise
         except BaseException as exc:  # noqa: BLE001 - any failure of the problem's code
             if _out_of_memory(exc):
@@ -208,6 +208,7 @@ class LoadedProblem:
             (list(t.shape), t.dtype) for t in tensors
         ]:
             raise ProblemFailure(step, "get_inputs() returns differently shaped inputs for different seeds")
+        del second
         with torch.no_grad():
             out = self.model(*first)
         if self.device.startswith("cuda"):
@@ -215,6 +216,8 @@ class LoadedProblem:
         out_tree, out_tensors = _output_tree(out)
         tensor_specs = [(list(t.shape), t.dtype) for t in tensors]
         output_specs = [(list(t.shape), t.dtype) for t in out_tensors]
+        del out, out_tensors
+        self._try_float64(first, step)
         return ShapeSpec(
             label=_label(kwargs),
             kwargs=kwargs,
@@ -259,12 +262,29 @@ class LoadedProblem:
             try:
                 with torch.no_grad(), default_dtype(torch.float64):
                     ref64 = self.model64(*_to_double(call.inputs))
-            except torch.OutOfMemoryError:
-                raise
             except BaseException as exc:  # noqa: BLE001
-                self.fp64_note = f"the model cannot run in float64: {_describe(exc)}"
-                self.model64 = None
+                # It ran at load, alone: failing now is this call's trouble (a candidate holding the
+                # memory it needs, say), never a reason to judge later candidates without it.
+                if _out_of_memory(exc):
+                    raise ResourceExhausted(f"Model.forward in float64: {_describe(exc)}") from None
+                raise ProblemFailure(
+                    "Model.forward in float64", _describe(exc), traceback.format_exc()
+                ) from None
         return native, ref64, self.fp64_note
+
+    def _try_float64(self, inputs: list[Any], step: str) -> None:
+        """Run the float64 twin once at load, before any candidate exists: a model that cannot run
+        in float64 is judged against its own precision from then on, with a note saying why."""
+        if self.model64 is None:
+            return
+        try:
+            with torch.no_grad(), default_dtype(torch.float64):
+                self.model64(*_to_double(inputs))
+        except BaseException as exc:  # noqa: BLE001
+            if _out_of_memory(exc):
+                raise ResourceExhausted(f"{step} in float64: {_describe(exc)}") from None
+            self.fp64_note = f"the model cannot run in float64: {_describe(exc)}"
+            self.model64 = None
 
     # -- layouts -------------------------------------------------------------------------------------
     def input_layout(self, slots: int) -> tuple[list[list[list[dict[str, Any]]]], int]:
