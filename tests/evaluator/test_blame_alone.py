@@ -87,12 +87,7 @@ class ModelNew(nn.Module):
 '''
 
 
-@pytest.fixture(scope="module")
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="module")  # its own: one test counts the faults of its only worker
 async def lock_evaluator(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Evaluator]:
     async with Evaluator(tmp_path_factory.mktemp("alone") / "cache", QUICK, cpu_workers=1) as ev:
         yield ev
@@ -179,7 +174,6 @@ async def test_a_model_that_cannot_run_in_float64_is_judged_at_its_own_precision
     lock_evaluator: Evaluator, tmp_path: Path
 ) -> None:
     """Found at load, with no candidate alive: every evaluation goes on without the twin, and says so."""
-    (tmp_path / "shared").mkdir()
     path = tmp_path / "no_double.py"
     path.write_text(NO_DOUBLE, encoding="utf-8")
     problem = load_problem(str(path))

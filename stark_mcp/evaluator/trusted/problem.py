@@ -260,8 +260,7 @@ class LoadedProblem:
         ref64 = None
         if self.model64 is not None:
             try:
-                with torch.no_grad(), default_dtype(torch.float64):
-                    ref64 = self.model64(*_to_double(call.inputs))
+                ref64 = self._forward64(call.inputs)
             except BaseException as exc:  # noqa: BLE001
                 # It ran at load, alone: failing now is this call's trouble (a candidate holding the
                 # memory it needs, say), never a reason to judge later candidates without it.
@@ -278,13 +277,16 @@ class LoadedProblem:
         if self.model64 is None:
             return
         try:
-            with torch.no_grad(), default_dtype(torch.float64):
-                self.model64(*_to_double(inputs))
+            self._forward64(inputs)
         except BaseException as exc:  # noqa: BLE001
             if _out_of_memory(exc):
                 raise ResourceExhausted(f"{step} in float64: {_describe(exc)}") from None
             self.fp64_note = f"the model cannot run in float64: {_describe(exc)}"
             self.model64 = None
+
+    def _forward64(self, inputs: list[Any]) -> Any:
+        with torch.no_grad(), default_dtype(torch.float64):
+            return self.model64(*_to_double(inputs))
 
     # -- layouts -------------------------------------------------------------------------------------
     def input_layout(self, slots: int) -> tuple[list[list[list[dict[str, Any]]]], int]:

@@ -148,9 +148,14 @@ class Session:
         """Evaluate with ``runner`` (started, waiting for its setup); ``job`` says where its files are."""
         result: dict[str, Any] = {}
         try:
-            self._load(runner, job)
-            self._phase("correctness", self._correctness)
-            shapes = self._phase("timing", self._timing)
+            try:
+                self._load(runner, job)
+                self._phase("correctness", self._correctness)
+                shapes = self._phase("timing", self._timing)
+            except TRUSTED_FAILURES as failure:
+                if isinstance(failure, DeviceBusy) or self.driver is None:
+                    raise
+                raise self._alone(failure) from None
             result = {
                 "status": "passed",
                 "reason": None,
@@ -158,11 +163,6 @@ class Session:
                 "shapes": shapes,
             }
         except Stop as stop:
-            result = {"status": stop.status, "reason": stop.reason, "message": stop.message}
-        except TRUSTED_FAILURES as failure:
-            if isinstance(failure, DeviceBusy) or self.driver is None:
-                raise
-            stop = self._alone(failure)
             result = {"status": stop.status, "reason": stop.reason, "message": stop.message}
         finally:
             started = time.monotonic()
@@ -353,7 +353,7 @@ class Session:
         flags = meta.get("flags")
         if isinstance(flags, list) and "output_aliases_input" in flags:
             raise Stop("rejected", "output_aliases_input", f"{where}: an output shares storage with an input")
-        native, ref64, note = self._timed("reference", lambda: self._reference(made))
+        native, ref64, note = self._timed("reference", lambda: self.problem.reference(made.call))
         check = self._timed(
             "compare",
             lambda: compare.check_trial(
@@ -373,9 +373,6 @@ class Session:
             if phase != "correctness" and check.status == compare.WRONG:
                 reason = "inconsistent"
             raise Stop(check.status or compare.WRONG, reason, f"{where}: {check.message}")
-
-    def _reference(self, made: Made) -> tuple[Any, Any, str]:
-        return self.problem.reference(made.call)
 
     def _alone(self, failure: BaseException) -> Stop:
         """A trusted step (inputs, the reference, our copies, the baseline's calls) failed while the
