@@ -291,40 +291,6 @@ torch::Tensor relu_twice(torch::Tensor x) { return torch::relu(x) * 2; }
 """
 
 
-def test_first_build_without_a_pch_compiles_the_host_file_with_the_light_include_set(tmp_path) -> None:
-    """A GPU machine's first build with new flags does not wait for the precompiled header: its
-    host file drops ``torch/all.h`` (keeping ``torch/python.h`` for the bindings) when the profile
-    trusted code made allows it, and the library it gives computes what the full include set's does."""
-    import importlib.util
-
-    import torch
-
-    from stark_mcp.evaluator.buildkit import compile as bk_compile
-    from stark_mcp.evaluator.buildkit import light
-
-    request = ExtensionRequest.from_load_inline("stark_bk_light_host", RELU_CPP, functions=["relu_twice"])
-    toolchain_dir = str(tmp_path / "toolchain")
-    notes = bk_compile.prime(request, str(tmp_path / "prime"), toolchain_dir, parts=("light",))
-    assert notes == ["host light profile: ready"], notes
-    # as a compile jail builds: it reads the toolchain directory and makes nothing there
-    report = build(request, str(tmp_path / "out"), pch_dir=toolchain_dir, make_shared=False)
-    assert report.ok, report.log
-    assert [(s.variant, s.ok) for s in report.steps if s.target == "main.o"] == [("light", True)]
-    assert (tmp_path / "out" / "build" / "main.cpp").read_text().count("#include <torch/extension.h>") == 2
-    spec = importlib.util.spec_from_file_location(request.name, tmp_path / "out" / f"{request.name}.so")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    x = torch.randn(64)
-    assert torch.equal(module.relu_twice(x), torch.relu(x) * 2)
-
-    # A source naming what only torch/all.h declares (optimizers, most nn modules) keeps the full set.
-    (profile_file,) = (tmp_path / "toolchain" / "light").glob("light2-*.json")
-    profile = light.Profile(**{k: frozenset(v) for k, v in json.loads(profile_file.read_text()).items()
-                               if k in ("macros", "names")})
-    assert "SGD" in light.blocking_names("auto opt = torch::optim::SGD(params, 0.1);", profile)
-    assert light.blocking_names(RELU_CPP, profile) == []
-
-
 def _build_while_profiling(tmp_path: Path, name: str, source: str) -> tuple[Any, list[str]]:
     """A build started before trusted code makes its profile (as a GPU machine's first build is)."""
     import threading
@@ -353,10 +319,34 @@ def _build_while_profiling(tmp_path: Path, name: str, source: str) -> tuple[Any,
 
 
 def test_a_light_host_file_compiled_while_its_profile_is_made_is_kept_if_the_profile_allows(tmp_path) -> None:
+    """A GPU machine's first build with new flags does not wait for the precompiled header: its
+    host file drops ``torch/all.h`` (keeping ``torch/python.h`` for the bindings) when the profile
+    trusted code makes allows it, even one made while the compile runs, and the library it gives
+    computes what the full include set's does."""
+    import importlib.util
+
+    import torch
+
+    from stark_mcp.evaluator.buildkit import light
+
     report, fallbacks = _build_while_profiling(tmp_path, "stark_bk_light_wait", RELU_CPP)
     assert report.ok, report.log
     assert [(s.variant, s.ok) for s in report.steps if s.target == "main.o"] == [("light", True)]
     assert fallbacks == []
+    assert (tmp_path / "out" / "build" / "main.cpp").read_text().count("#include <torch/extension.h>") == 2
+    library = tmp_path / "out" / "stark_bk_light_wait.so"
+    spec = importlib.util.spec_from_file_location("stark_bk_light_wait", library)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    x = torch.randn(64)
+    assert torch.equal(module.relu_twice(x), torch.relu(x) * 2)
+
+    # A source naming what only torch/all.h declares (optimizers, most nn modules) keeps the full set.
+    (profile_file,) = (tmp_path / "toolchain" / "light").glob("light2-*.json")
+    profile = light.Profile(**{k: frozenset(v) for k, v in json.loads(profile_file.read_text()).items()
+                               if k in ("macros", "names")})
+    assert "SGD" in light.blocking_names("auto opt = torch::optim::SGD(params, 0.1);", profile)
+    assert light.blocking_names(RELU_CPP, profile) == []
 
 
 def test_a_light_host_file_compiled_while_its_profile_is_made_is_dropped_if_it_blocks(tmp_path) -> None:

@@ -73,8 +73,9 @@ def _is_runner(pid: int) -> bool:
         return False
 
 
-def runner_pids() -> set[int]:
-    """Runner processes started by this test process (other test workers run evaluations of their own)."""
+def runner_pids(root: int | None = None) -> set[int]:
+    """Runner processes started by this test process (other test workers run evaluations of their
+    own), or by the process ``root``."""
     parents: dict[int, int] = {}
     runners = set()
     for entry in os.listdir("/proc"):
@@ -85,13 +86,57 @@ def runner_pids() -> set[int]:
             except OSError:
                 continue
             parents[int(entry)] = int(stat.rsplit(")", 1)[1].split()[1])
-            if b"stark_mcp.evaluator.untrusted.runner" in cmdline:
-                runners.add(int(entry))
-    ours, frontier = {os.getpid()}, {os.getpid()}
+            argv = cmdline.split(b"\0")
+            if b"stark_mcp.evaluator.untrusted.runner" in argv and b"python" in os.path.basename(argv[0]):
+                runners.add(int(entry))  # the runner itself, not the bwrap processes around it
+    top = os.getpid() if root is None else root
+    ours, frontier = {top}, {top}
     while frontier:
         frontier = {pid for pid, parent in parents.items() if parent in frontier} - ours
         ours |= frontier
     return runners & ours
+
+
+async def _runners_of(ev: Evaluator, seen: set[int], stop: asyncio.Event) -> None:
+    """Every runner process that ``ev``'s CPU worker starts until ``stop`` (none of another
+    evaluator's, such as the folder's shared one, whose spare may start meanwhile)."""
+    (slot,) = (await ev.worker_pool("cpu")).slots
+    while not stop.is_set():
+        if slot.handle.proc is not None:
+            seen |= runner_pids(slot.handle.proc.pid)
+        await asyncio.sleep(0.01)
+
+
+async def test_a_spare_runner_waits_for_an_idle_worker(cache_dir) -> None:
+    """The next candidate's runner is started ahead only once the worker has been idle for a while
+    (``SPARE_IDLE_S``): a parent that pauses finds a spare waiting, which its next evaluation takes,
+    and one that closes the worker at once (a one-off ``eval``) started none for nothing."""
+    from stark_mcp.evaluator.trusted.worker import SPARE_IDLE_S
+
+    def watch(ev: Evaluator, seen: set[int]) -> tuple[asyncio.Event, asyncio.Task[None]]:
+        stop = asyncio.Event()
+        return stop, asyncio.create_task(_runners_of(ev, seen, stop))
+
+    first: set[int] = set()
+    second: set[int] = set()
+    async with Evaluator(cache_dir, FAST) as ev:
+        stop, watcher = watch(ev, first)
+        await ev.evaluate(problem(), fixture_text("torch_ok.py"), device="cpu", use_cache=False)
+        stop.set()
+        await watcher
+        assert len(first) == 2, first  # the candidate's runner and the eager baseline's
+        worker = (await ev.worker_pool("cpu")).slots[0].handle.proc.pid
+        deadline = time.monotonic() + SPARE_IDLE_S + 60
+        while not runner_pids(worker) - first and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        spare = runner_pids(worker) - first
+        assert len(spare) == 1, spare  # started once the worker was idle
+        stop, watcher = watch(ev, second)
+        await ev.evaluate(problem(), fixture_text("torch_ok.py"), device="cpu", use_cache=False)
+    stop.set()  # watched until the worker is gone
+    await watcher
+    assert spare <= second  # the second evaluation ran in the spare
+    assert second - first == spare, second  # and closed at once, the worker started no other
 
 
 async def _until_in_correctness(phases: list[str]) -> None:

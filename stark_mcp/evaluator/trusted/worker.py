@@ -68,6 +68,11 @@ def _prctl_subreaper_and_deathsig() -> None:
 
 
 SPARES = 1  # candidate runners kept started ahead of time
+# A spare is started once no command has come for this long after the work that used one: a parent
+# that sends its next evaluation at once takes a fresh runner as it would a spare (its start-up
+# overlaps the staging either way), and one that closes the worker (a one-off `eval`, a test) would
+# only pay for a runner nobody takes: about 1.2-3 CPU-s of importing torch on a 2-core machine.
+SPARE_IDLE_S = 5.0
 # Every runner (baseline and candidate) gets the same fixed glibc allocator behaviour. Left alone, the
 # mmap threshold adapts to a process's history, so a fresh candidate process pays page faults on every
 # output allocation that the long-lived baseline process no longer pays (measured: 0.35 to 2.6 ms for
@@ -155,6 +160,7 @@ class Worker:
         self.hidden: list[str] = []
         self.visible: list[str] = []
         self.spares: list[Spare] = []
+        self.spares_wanted: dict[str, Any] | None = None  # the settings of the next spares, once idle
 
     def send(self, frame: dict[str, Any]) -> None:
         frames.send(self.out_fd, frame)
@@ -443,8 +449,18 @@ class Worker:
         return self.cuda and bool(spare_cores()) and self._slots(state.problem) > 1
 
     def _refill_spares(self, settings: dict[str, Any]) -> None:
-        while len(self.spares) < SPARES:
-            self.spares.append(self.spawn_runner(settings))
+        """Start the spares for ``settings`` once the worker is idle (``serve``, SPARE_IDLE_S)."""
+        self.spares_wanted = settings
+
+    def _start_wanted_spares(self) -> None:
+        settings, self.spares_wanted = self.spares_wanted, None
+        if settings is None:
+            return
+        try:
+            while len(self.spares) < SPARES:
+                self.spares.append(self.spawn_runner(settings))
+        except Exception:  # noqa: BLE001 - the next evaluation starts its own runner and reports why not
+            pass
 
     # -- evaluation ----------------------------------------------------------------------------------
     def evaluate(self, cmd: dict[str, Any]) -> None:
@@ -659,7 +675,12 @@ class Worker:
 
     def serve(self, in_fd: int) -> None:
         while True:
-            cmd = frames.recv(in_fd)
+            idle = SPARE_IDLE_S if self.spares_wanted is not None else None
+            try:
+                cmd = frames.recv(in_fd, timeout=idle)
+            except frames.FrameTimeout:
+                self._start_wanted_spares()
+                continue
             if cmd is None or cmd.get("cmd") == "shutdown":
                 break
             try:
