@@ -197,9 +197,9 @@ async def test_a_checked_problem_is_not_queued_behind_a_busy_worker(cache_dir) -
     assert waited < 1.0
 
 
-async def test_check_problem_accepts_a_good_problem(cache_dir) -> None:
-    async with Evaluator(cache_dir, FAST) as ev:
-        await ev.check_problem(problem("affine_tanh.py"), device="cpu")
+# The problem checks need no evaluator of their own: the folder's warm one answers, as a server's does.
+async def test_check_problem_accepts_a_good_problem(evaluator: Evaluator) -> None:
+    await evaluator.check_problem(problem("affine_tanh.py"), device="cpu")
 
 
 @pytest.mark.parametrize(
@@ -209,31 +209,28 @@ async def test_check_problem_accepts_a_good_problem(cache_dir) -> None:
         ("problem_inputs_raise.py", ["get_inputs() failed", "no inputs today"]),
     ],
 )
-async def test_check_problem_names_what_is_wrong(cache_dir, name, needles) -> None:
-    async with Evaluator(cache_dir, FAST) as ev:
-        with pytest.raises(ProblemError) as info:
-            await ev.check_problem(problem(name), device="cpu")
+async def test_check_problem_names_what_is_wrong(evaluator: Evaluator, name, needles) -> None:
+    with pytest.raises(ProblemError) as info:
+        await evaluator.check_problem(problem(name), device="cpu")
     for needle in needles:
         assert needle in str(info.value)
 
 
-async def test_a_problem_too_large_for_the_machine_is_refused_with_its_sizes(cache_dir) -> None:
-    async with Evaluator(cache_dir, FAST) as ev:
-        with pytest.raises(ProblemError) as info:
-            await ev.check_problem(problem("problem_too_big.py"), device="cpu")
+async def test_a_problem_too_large_for_the_machine_is_refused_with_its_sizes(evaluator: Evaluator) -> None:
+    with pytest.raises(ProblemError) as info:
+        await evaluator.check_problem(problem("problem_too_big.py"), device="cpu")
     message = str(info.value)
     assert "memory failed" in message and "GiB of host memory" in message and "inputs 128.00 GiB" in message
 
 
-async def test_evaluating_against_a_broken_problem_raises_problem_error(cache_dir) -> None:
-    async with Evaluator(cache_dir, FAST) as ev:
-        with pytest.raises(ProblemError, match="no inputs today"):
-            await ev.evaluate(
-                problem("problem_inputs_raise.py"),
-                "import torch.nn as nn\nclass ModelNew(nn.Module):\n"
-                "    def forward(self, x):\n        return x * 2\n",
-                device="cpu",
-            )
+async def test_evaluating_against_a_broken_problem_raises_problem_error(evaluator: Evaluator) -> None:
+    with pytest.raises(ProblemError, match="no inputs today"):
+        await evaluator.evaluate(
+            problem("problem_inputs_raise.py"),
+            "import torch.nn as nn\nclass ModelNew(nn.Module):\n"
+            "    def forward(self, x):\n        return x * 2\n",
+            device="cpu",
+        )
 
 
 async def test_baselines_are_timed_once_then_cached(cache_dir) -> None:
