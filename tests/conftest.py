@@ -4,15 +4,18 @@ pyproject.toml; ``-n 0`` runs one test at a time).
 Many tests wait on processes more than they compute (the server tests kept 0.53 of a 2-core machine
 busy), so three workers share it well: 583-632 s against 870-890 s on one, in clean-clone runs on
 26-27 Nov 2026. With three the machine is busy (78-86% of both cores, by `vmstat`), and four were
-slower (624 s; 625 s against 587 s late on 26 Nov). A test that judges a timing (an honest control
-must not be flagged, a cheat must not gain a speedup) measures the machine as a user's evaluation
-would, so it runs alone: marked ``alone``, it takes an exclusive lock that every other test holds
-shared while it runs. A gate lock makes a waiting ``alone`` test block new arrivals, so a stream of
-ordinary tests on the other workers cannot starve it, and consecutive ``alone`` tests keep the lock.
-One run of seven flagged an honest control (``honest_two_pass_variance`` at 0.23x) while it held the
-lock; that control is flagged one test at a time as well (about one evaluation in eight: its forward
-leaves the harness's share of each call on cold caches, tests/adversarial/cases.py), so it was not
-the other workers.
+slower (624 s; 625 s against 587 s late on 26 Nov). On a slower VM (`import torch` 3 CPU-s against
+1.2) the suite took 24 minutes: it is CPU-bound, and about half its CPU time is spent in processes
+that each start by importing torch (docs/benchmarks/suite.md, `tools/suite_profile.py`).
+
+A test that judges a timing (an honest control must not be flagged, a cheat must not gain a speedup)
+measures the machine as a user's evaluation would, so it runs alone: marked ``alone``, it takes an
+exclusive lock that every other test holds shared while it runs. A gate lock makes a waiting
+``alone`` test block new arrivals, so a stream of ordinary tests on the other workers cannot starve
+it, and consecutive ``alone`` tests keep the lock. One run of seven flagged an honest control
+(``honest_two_pass_variance`` at 0.23x) while it held the lock; that control is flagged one test at
+a time as well (about one evaluation in eight: its forward leaves the harness's share of each call
+on cold caches, tests/adversarial/cases.py), so it was not the other workers.
 
 Tests that use a folder's session fixture holding an evaluator (its workers, its build cache) stay
 on one worker (``xdist_group`` per folder), so that folder's C++ builds and precompiled headers are
