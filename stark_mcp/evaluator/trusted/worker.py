@@ -448,7 +448,7 @@ class Worker:
         fill the device (one more CUDA context)."""
         return self.cuda and bool(spare_cores()) and self._slots(state.problem) > 1
 
-    def _refill_spares(self, settings: dict[str, Any]) -> None:
+    def _want_spares(self, settings: dict[str, Any]) -> None:
         """Start the spares for ``settings`` once the worker is idle (``serve``, SPARE_IDLE_S)."""
         self.spares_wanted = settings
 
@@ -509,7 +509,7 @@ class Worker:
         finally:
             spare.discard()
             self._memory_settled()
-            self._refill_spares(settings)
+            self._want_spares(settings)
 
     def stage(self, state: ProblemState, spare: Spare, cmd: dict[str, Any]) -> dict[str, Any]:
         """Give a started runner its files (the candidate, or the problem for ``reference``, the
@@ -556,7 +556,7 @@ class Worker:
         try:
             self.send(profiling.profile(self, state, cmd, settings))
         finally:
-            self._refill_spares(settings)
+            self._want_spares(settings)
 
     def sanitize(self, cmd: dict[str, Any]) -> None:
         """compute-sanitizer's first report on a candidate that failed with a memory error."""
@@ -565,7 +565,7 @@ class Worker:
         try:
             self.send(profiling.sanitize(self, state, cmd, settings))
         finally:
-            self._refill_spares(settings)
+            self._want_spares(settings)
 
     def baseline(self, cmd: dict[str, Any]) -> None:
         """Time ``name`` (a torch.compile mode) beside eager, in its own runner."""
