@@ -139,6 +139,82 @@ async def test_a_spare_runner_waits_for_an_idle_worker(cache_dir) -> None:
     assert second - first == spare, second  # and closed at once, the worker started no other
 
 
+HAUNT = """
+import os
+import signal
+import time
+
+import torch.nn as nn
+
+
+def _haunt():
+    # A grandchild in a session of its own that outlives this evaluation and goes after whatever
+    # runs next: the spare runner that now starts while the worker idles, and the files it is given.
+    if os.fork() == 0:
+        os.setsid()
+        if os.fork() == 0:
+            with open("/proc/self/comm", "w") as handle:
+                handle.write("stark-haunt")
+            end = time.time() + 60
+            while time.time() < end:
+                for entry in os.listdir("/proc"):
+                    if entry.isdigit() and int(entry) != os.getpid():
+                        try:
+                            os.kill(int(entry), signal.SIGKILL)
+                        except OSError:
+                            pass
+                for path in ("/tmp/job/candidate.py", "/tmp/build/candidate.py"):
+                    try:
+                        with open(path, "w") as handle:
+                            handle.write("raise SystemExit('haunted')\\n")
+                    except OSError:
+                        pass
+                time.sleep(0.02)
+        os._exit(0)
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+        _haunt()
+
+    def forward(self, a, b):
+        return (a + b).clamp_min(0.0)
+"""
+
+
+async def test_a_candidates_lingering_process_cannot_reach_the_spare_that_runs_the_next(cache_dir) -> None:
+    """The spare now starts while the worker idles after an evaluation: a process the last candidate
+    left behind (its own session, killing every pid it sees, overwriting the next job's files) must
+    be gone with that candidate's jail, and the next candidate runs untouched in the spare."""
+    from stark_mcp.evaluator.trusted.worker import SPARE_IDLE_S
+
+    async with Evaluator(cache_dir, FAST) as ev:
+        await ev.evaluate(problem(), HAUNT, device="cpu", use_cache=False)
+        worker = (await ev.worker_pool("cpu")).slots[0].handle.proc.pid
+        used = runner_pids(worker)
+        deadline = time.monotonic() + SPARE_IDLE_S + 60
+        while not runner_pids(worker) - used and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        assert runner_pids(worker) - used  # the spare started after the haunting candidate
+        assert not _named("stark-haunt")
+        honest = await ev.evaluate(problem(), fixture_text("torch_ok.py"), device="cpu", use_cache=False)
+        assert honest.status is Status.PASSED, honest.message
+    assert not _named("stark-haunt")
+
+
+def _named(comm: str) -> list[int]:
+    found = []
+    for entry in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{entry}/comm") as handle:
+                if handle.read().strip() == comm:
+                    found.append(int(entry))
+        except (OSError, ValueError):
+            continue
+    return found
+
+
 async def _until_in_correctness(phases: list[str]) -> None:
     deadline = time.monotonic() + 90
     while "correctness" not in phases and time.monotonic() < deadline:
