@@ -28,6 +28,9 @@ INTERVAL_S = 0.25
 # The first needle found in a process's command line names its kind (order matters: a compile jail's
 # command line names its request's folder, which may sit under pytest's temporary directory).
 KINDS = (
+    # Forked runners keep the zygote's command line (which names the runner module it preloads): the
+    # zygote, and each jail's three processes.
+    ("stark_mcp.evaluator.sandbox.zygote", "zygote and forked runners"),
     ("stark_mcp.evaluator.untrusted.runner", "runner (candidate or baseline)"),
     ("stark_mcp.evaluator.trusted.worker", "trusted worker"),
     ("stark_mcp.evaluator.untrusted.builder", "builder jail"),

@@ -68,9 +68,26 @@ class ModelNew(nn.Module):
 
 def _is_runner(pid: int) -> bool:
     try:
-        return b"stark_mcp.evaluator.untrusted.runner" in open(f"/proc/{pid}/cmdline", "rb").read()
+        return _runner_argv(open(f"/proc/{pid}/cmdline", "rb").read(), pid)
     except OSError:
         return False
+
+
+def _runner_argv(cmdline: bytes, pid: int) -> bool:
+    """A runner: started by bubblewrap as ``python -m ...runner`` (not the bwrap processes around it),
+    or forked by the zygote, whose command line it keeps: then it is PID 2 of its jail's namespace
+    (1 is the jail's init, and the zygote's other processes are outside any jail)."""
+    argv = cmdline.split(b"\0")
+    if not argv or b"python" not in os.path.basename(argv[0]):
+        return False
+    if b"stark_mcp.evaluator.sandbox.zygote" not in argv:  # which names the runner module it preloads
+        return b"stark_mcp.evaluator.untrusted.runner" in argv
+    try:
+        with open(f"/proc/{pid}/status") as fh:
+            nspid = next(line.split()[1:] for line in fh if line.startswith("NSpid:"))
+    except (OSError, StopIteration):
+        return False
+    return len(nspid) > 1 and nspid[-1] == "2"
 
 
 def runner_pids(root: int | None = None) -> set[int]:
@@ -86,9 +103,8 @@ def runner_pids(root: int | None = None) -> set[int]:
             except OSError:
                 continue
             parents[int(entry)] = int(stat.rsplit(")", 1)[1].split()[1])
-            argv = cmdline.split(b"\0")
-            if b"stark_mcp.evaluator.untrusted.runner" in argv and b"python" in os.path.basename(argv[0]):
-                runners.add(int(entry))  # the runner itself, not the bwrap processes around it
+            if _runner_argv(cmdline, int(entry)):
+                runners.add(int(entry))
     top = os.getpid() if root is None else root
     ours, frontier = {top}, {top}
     while frontier:

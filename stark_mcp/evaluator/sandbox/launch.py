@@ -27,14 +27,21 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from stark_mcp.evaluator.sandbox.cgroups import CGroup
+from stark_mcp.evaluator.sandbox.forked import ZygoteClient, ZygoteUnavailable
 from stark_mcp.evaluator.sandbox.host_layout import GpuLayoutError, gpu_device_nodes, jail_visible_devices
+from stark_mcp.evaluator.sandbox.layout import (
+    ALWAYS_HIDDEN,
+    SCRATCH_INSIDE,
+    MountStep,
+    bwrap_args,
+    existing_dirs,
+    jail_layout,
+)
 from stark_mcp.evaluator.sandbox.levels import IsolationInfo, detect
 
-SCRATCH_INSIDE = "/tmp"
-# Replaced by an empty tmpfs in the sandbox (with the home directory and the settings' hidden ones).
-ALWAYS_HIDDEN = ("/home", "/root", "/var/tmp", "/run/user", "/dev/shm")
 UID_COUNT = 512
 
 
@@ -234,16 +241,21 @@ class Jail:
         pass_fds: tuple[int, ...] = (),
         stdout: int | None = None,
         stderr: int | None = None,
+        zygote: ZygoteClient | None = None,
     ) -> Jail:
+        """With ``zygote``, a module run at the sandbox level as root is forked from it (``zygote.py``)
+        instead of started by bubblewrap: the same walls, without importing torch again."""
         jail = cls(spec, info or detect())
         try:
-            jail._start(pass_fds, stdout, stderr)
+            jail._start(pass_fds, stdout, stderr, zygote)
         except BaseException:
             jail.close()
             raise
         return jail
 
-    def _start(self, pass_fds: tuple[int, ...], stdout: int | None, stderr: int | None) -> None:
+    def _start(
+        self, pass_fds: tuple[int, ...], stdout: int | None, stderr: int | None, zygote: ZygoteClient | None
+    ) -> None:
         spec, info = self.spec, self.info
         if info.root and self.level in ("sandbox", "uid"):
             self._uid = _Uid(self.info.uid_base)
@@ -271,6 +283,14 @@ class Jail:
             self.cgroup = CGroup.create(
                 info.cgroup, f"{spec.name}-{os.getpid()}-{time.monotonic_ns()}", pids_max=spec.max_processes
             )
+        call = zygote.runs(spec.argv) if zygote is not None and zygote.alive() else None
+        if call is not None and self.level == "sandbox" and info.root:
+            try:
+                self.proc = zygote.start_jail(*self._fork_request(call, env, pass_fds, stdout, stderr))
+                self.child_pid = self.proc.pid
+                return
+            except ZygoteUnavailable as exc:  # the same jail through bubblewrap, and said so
+                print(f"stark-mcp: forking a jail failed, using bubblewrap: {exc}", file=sys.stderr)
         argv = self._argv(env)
         info_r = info_w = None
         if self.level == "sandbox":
@@ -298,6 +318,36 @@ class Jail:
             self.child_pid = _read_child_pid(info_r, self.proc)
         else:
             self.child_pid = self._find_child()
+
+    def _fork_request(
+        self,
+        call: tuple[str, list[str]],
+        env: dict[str, str],
+        pass_fds: tuple[int, ...],
+        stdout: int | None,
+        stderr: int | None,
+    ) -> tuple[dict[str, Any], list[int]]:
+        """What the zygote needs to build this jail as ``_argv`` would: the same mount plan, limits,
+        uid, cgroup and cores, and the descriptors at the numbers the command names."""
+        spec = self.spec
+        out = sys.stdout.fileno() if stdout is None else stdout
+        err = out if stderr == subprocess.STDOUT else (sys.stderr.fileno() if stderr is None else stderr)
+        limits: dict[str, int] = {}
+        if self.info.prlimit:  # what prlimit sets on the bubblewrap path
+            limits = {"nproc": spec.max_processes, "fsize": spec.max_file_bytes, "core": 0}
+        request = {
+            "module": call[0],
+            "args": call[1],
+            "steps": [step.to_json() for step in self.layout()],
+            "env": env,
+            "uid": self.uid,
+            "cgroup_procs": self.cgroup.procs_file if self.cgroup is not None else None,
+            "limits": limits,
+            "cpus": spec.cpus,
+            "chdir": SCRATCH_INSIDE,
+            "fd_targets": list(pass_fds),
+        }
+        return request, [out, err, *pass_fds]
 
     def _argv(self, env: dict[str, str]) -> list[str]:
         spec, info = self.spec, self.info
@@ -330,9 +380,8 @@ class Jail:
         return inner
 
     def _bwrap(self, env: dict[str, str]) -> list[str]:
-        spec, info = self.spec, self.info
         argv = [
-            info.bwrap or "bwrap",
+            self.info.bwrap or "bwrap",
             "--die-with-parent",
             "--new-session",
             "--unshare-pid",
@@ -341,41 +390,30 @@ class Jail:
             "--unshare-uts",
             "--unshare-cgroup-try",
         ]
-        if not info.root:
+        if not self.info.root:
             argv += ["--unshare-user", "--disable-userns"]
-        argv += ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
+        argv += bwrap_args(self.layout())
+        argv += ["--chdir", SCRATCH_INSIDE, "--clearenv"]
+        for key, value in env.items():
+            argv += ["--setenv", key, value]
+        return argv
+
+    def layout(self) -> list[MountStep]:
+        """The sandbox's mount steps (``layout.py``), for whichever launcher performs them."""
+        spec = self.spec
+        nodes: list[str] = []
         if spec.gpu is not None:
             try:
                 nodes = gpu_device_nodes(spec.gpu)
             except GpuLayoutError as exc:
                 raise JailError(str(exc)) from None
-            for node in nodes:
-                argv += ["--dev-bind", node, node]
-            if os.path.isdir("/dev/nvidia-caps"):
-                argv += ["--dev-bind", "/dev/nvidia-caps", "/dev/nvidia-caps"]
-        hidden = _existing_dirs([*ALWAYS_HIDDEN, os.path.expanduser("~"), *spec.hidden])
-        for path in hidden:
-            argv += ["--perms", "0755", "--tmpfs", path]
-        made: set[str] = set()
-        rebound = _rebinds(hidden, spec.visible)
-        for path in rebound:
-            argv += _parent_dirs(path, hidden, made) + ["--ro-bind", path, path]
-        argv += ["--perms", "1777", "--size", str(spec.scratch_bytes), "--tmpfs", SCRATCH_INSIDE]
-        # Import roots (and Python paths) under /tmp would vanish under the scratch: bound again on top.
-        scratch_rebound = _rebinds([SCRATCH_INSIDE], spec.visible)
-        for path in scratch_rebound:
-            argv += _parent_dirs(path, [SCRATCH_INSIDE], made) + ["--ro-bind", path, path]
-        # A hidden directory inside a folder bound again (a data directory in the project) stays hidden.
-        for path in hidden:
-            if any(path.startswith(r + "/") for r in [*rebound, *scratch_rebound]):
-                argv += ["--perms", "0755", "--tmpfs", path]
-        for m in spec.mounts:
-            argv += _parent_dirs(m.dest, [SCRATCH_INSIDE], made)
-            argv += ["--bind" if m.writable else "--ro-bind", m.src, m.dest]
-        argv += ["--chdir", SCRATCH_INSIDE, "--clearenv"]
-        for key, value in env.items():
-            argv += ["--setenv", key, value]
-        return argv
+        return jail_layout(
+            [(m.src, m.dest, m.writable) for m in spec.mounts],
+            nodes,
+            spec.hidden,
+            spec.visible,
+            spec.scratch_bytes,
+        )
 
     def _find_child(self) -> int | None:
         return self.proc.pid if self.proc is not None else None
@@ -582,7 +620,7 @@ def unreadable_root(root: str, level: str, hidden: list[str]) -> str | None:
     directory (or the scratch, /tmp) down to ``root`` are recreated world-traversable, so only
     those above count."""
     real = os.path.realpath(root)
-    replaced = [*_existing_dirs([*ALWAYS_HIDDEN, os.path.expanduser("~"), *hidden]), SCRATCH_INSIDE]
+    replaced = [*existing_dirs([*ALWAYS_HIDDEN, os.path.expanduser("~"), *hidden]), SCRATCH_INSIDE]
     covered = [h for h in replaced if real == h or real.startswith(h + "/")] if level == "sandbox" else []
     path = real
     while True:
@@ -598,65 +636,6 @@ def unreadable_root(root: str, level: str, hidden: list[str]) -> str | None:
         if path == "/":
             return None
         path = os.path.dirname(path)
-
-
-def _existing_dirs(paths: list[str]) -> list[str]:
-    out: list[str] = []
-    for p in paths:
-        real = os.path.realpath(p)
-        if os.path.isdir(real) and real != "/" and real not in out:
-            out.append(real)
-    # a hidden parent already hides its children; keep the outermost only
-    return [p for p in out if not any(p != q and p.startswith(q + "/") for q in out)]
-
-
-def _python_paths() -> list[str]:
-    import site
-
-    paths = {sys.prefix, sys.base_prefix, sys.exec_prefix, os.path.dirname(os.path.realpath(sys.executable))}
-    try:
-        paths.update(site.getsitepackages())
-    except AttributeError:
-        pass
-    # Not the directory we were started from, nor the script's: they are on sys.path by accident of
-    # how the process was started (``python -m`` from a project, a script in /tmp), not because
-    # torch or stark-mcp need them, and a candidate would read them through the re-bind.
-    incidental = {os.path.realpath(os.getcwd())}
-    if sys.argv and sys.argv[0]:
-        incidental.add(os.path.dirname(os.path.realpath(sys.argv[0])))
-    paths.update(p for p in sys.path if p and os.path.isdir(p) and os.path.realpath(p) not in incidental)
-    here = Path(__file__).resolve()
-    paths.add(str(here.parents[3]))  # the directory holding the stark_mcp package
-    for var in ("CUDA_HOME", "CUDA_PATH"):
-        if os.environ.get(var):
-            paths.add(os.environ[var])
-    return sorted(os.path.realpath(p) for p in paths if p)
-
-
-def _rebinds(hidden: list[str], visible: list[str]) -> list[str]:
-    """Paths under a hidden directory that must stay readable: Python, its packages, import roots."""
-    wanted = [os.path.realpath(p) for p in [*_python_paths(), *visible] if os.path.exists(p)]
-    # Strictly under: binding a hidden directory itself again (/tmp, the home) would undo the hiding.
-    under = [p for p in wanted if any(p.startswith(h.rstrip("/") + "/") for h in hidden)]
-    under = sorted(set(under))
-    return [p for p in under if not any(p != q and p.startswith(q + "/") for q in under)]
-
-
-def _parent_dirs(path: str, roots: list[str], made: set[str]) -> list[str]:
-    """``--dir`` for each directory between a tmpfs root and ``path``: bubblewrap would make them 0700,
-    which a sandbox uid cannot traverse."""
-    root = next((r for r in roots if path.startswith(r.rstrip("/") + "/")), None)
-    if root is None:
-        return []
-    out: list[str] = []
-    parts = Path(path).relative_to(root).parts[:-1]
-    current = Path(root)
-    for part in parts:
-        current = current / part
-        if str(current) not in made:
-            made.add(str(current))
-            out += ["--perms", "0755", "--dir", str(current)]
-    return out
 
 
 def _chown_tree(path: str, uid: int) -> None:

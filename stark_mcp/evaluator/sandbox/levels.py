@@ -38,13 +38,18 @@ class SandboxPolicy:
     isolation: str = "auto"  # auto (the strongest possible) or a level, to force a weaker one
     bwrap: str | None = None  # a bwrap binary (default: the one on PATH)
     uid_base: int = DEFAULT_UID_BASE  # first of the uids candidates run as (root only)
+    # Runners forked from a process that already imported torch (sandbox/zygote.py) where the jail
+    # runs as root; False starts each one through bubblewrap, as tool-wrapped runners always are.
+    fork: bool = True
 
     def __post_init__(self) -> None:
         if self.isolation != "auto" and self.isolation not in LEVELS:
             raise ValueError(f"isolation {self.isolation!r}: choose auto or one of {', '.join(LEVELS)}")
 
     def to_json(self) -> str:
-        return json.dumps({"isolation": self.isolation, "bwrap": self.bwrap, "uid_base": self.uid_base})
+        return json.dumps(
+            {"isolation": self.isolation, "bwrap": self.bwrap, "uid_base": self.uid_base, "fork": self.fork}
+        )
 
     @classmethod
     def from_json(cls, text: str) -> SandboxPolicy:

@@ -18,7 +18,6 @@ import os
 import select
 import signal
 import socket
-import sys
 import threading
 import time
 from collections import deque
@@ -30,6 +29,7 @@ import torch
 
 from stark_mcp.evaluator.common import control, frames
 from stark_mcp.evaluator.common.regions import Region
+from stark_mcp.evaluator.sandbox.forked import INTERPRETER, ZygoteClient
 from stark_mcp.evaluator.sandbox.launch import Jail, JailCpu, JailSpec
 from stark_mcp.evaluator.sandbox.levels import IsolationInfo
 from stark_mcp.evaluator.trusted.runner_memory import RunnerMemory, enable_credentials, sender_pid
@@ -133,6 +133,7 @@ class RunnerHandle:
         info: IsolationInfo,
         connect: tuple[str, str] | None = None,
         prefix: Sequence[str] = (),
+        zygote: ZygoteClient | None = None,
     ) -> None:
         """Start the jail now; the runner imports torch and waits for its setup (a spare until then).
 
@@ -145,7 +146,7 @@ class RunnerHandle:
         done_r, done_w = control.nonblocking_pipe()
         log_r, log_w = os.pipe()
         self.go_bell, self.done_bell = go_w, done_r
-        runner = [sys.executable, "-P", "-X", "faulthandler", "-m", RUNNER_MODULE]
+        runner = [*INTERPRETER, "-m", RUNNER_MODULE]
         if connect is None:
             ours, theirs = socket.socketpair()
             enable_credentials(ours)  # before the runner can say hello
@@ -163,7 +164,14 @@ class RunnerHandle:
             spec.argv = [*prefix, *runner, "--connect", connect[1]]
             keep = [block_fd, go_r, done_w]
         try:
-            self.jail = Jail.start(spec, info, pass_fds=tuple(child_fds), stdout=log_w, stderr=log_w)
+            self.jail = Jail.start(
+                spec,
+                info,
+                pass_fds=tuple(child_fds),
+                stdout=log_w,
+                stderr=log_w,
+                zygote=None if prefix else zygote,
+            )
         finally:
             for fd in [fd for fd in (block_fd, go_r, done_w) if fd not in keep] + [log_w]:
                 os.close(fd)

@@ -34,6 +34,7 @@ from stark_mcp.evaluator.common import frames
 from stark_mcp.evaluator.outside_tools import TOOLS, ToolPaths
 from stark_mcp.evaluator.sandbox.cgroups import remove_own, sweep_stale
 from stark_mcp.evaluator.sandbox.env import scrub_env
+from stark_mcp.evaluator.sandbox.forked import ZygoteClient, ZygoteUnavailable
 from stark_mcp.evaluator.sandbox.host_layout import spare_cores, timing_cores
 from stark_mcp.evaluator.sandbox.launch import JailSpec, Mount, inside_path
 from stark_mcp.evaluator.sandbox.levels import IsolationInfo, SandboxPolicy, detect
@@ -46,7 +47,7 @@ from stark_mcp.evaluator.trusted.driver import (
     host_available_bytes,
 )
 from stark_mcp.evaluator.trusted.problem import LoadedProblem, ProblemFailure, ResourceExhausted
-from stark_mcp.evaluator.trusted.runners import RunnerDied, RunnerHandle, RunnerTimeout
+from stark_mcp.evaluator.trusted.runners import RUNNER_MODULE, RunnerDied, RunnerHandle, RunnerTimeout
 from stark_mcp.evaluator.trusted.session import InfraError, Session
 
 GPU_SPIN_S = 0.005  # spin this long before sleeping on a doorbell: wake-ups inside the bracket cost us
@@ -71,7 +72,8 @@ SPARES = 1  # candidate runners kept started ahead of time
 # A spare is started once no command has come for this long after the work that used one: a parent
 # that sends its next evaluation at once takes a fresh runner as it would a spare (its start-up
 # overlaps the staging either way), and one that closes the worker (a one-off `eval`, a test) would
-# only pay for a runner nobody takes: about 1.2-3 CPU-s of importing torch on a 2-core machine.
+# only pay for a runner nobody takes (one bubblewrap starts imports torch: 1.2-3 CPU-s on a 2-core
+# machine; a forked one, sandbox/zygote.py, costs about 0.1 s).
 SPARE_IDLE_S = 5.0
 # Every runner (baseline and candidate) gets the same fixed glibc allocator behaviour. Left alone, the
 # mmap threshold adapts to a process's history, so a fresh candidate process pays page faults on every
@@ -137,6 +139,7 @@ class Worker:
         gpu_index: int,
         info: IsolationInfo,
         outside: ToolPaths | None = None,
+        fork: bool = True,
     ) -> None:
         self.out_fd, self.device, self.workdir = out_fd, device, workdir
         self.outside = outside or ToolPaths()  # Nsight Compute and compute-sanitizer (trusted/profiling.py)
@@ -161,6 +164,8 @@ class Worker:
         self.visible: list[str] = []
         self.spares: list[Spare] = []
         self.spares_wanted: dict[str, Any] | None = None  # the settings of the next spares, once idle
+        self.fork = fork
+        self._zygote: ZygoteClient | None = None
 
     def send(self, frame: dict[str, Any]) -> None:
         frames.send(self.out_fd, frame)
@@ -198,6 +203,21 @@ class Worker:
             visible=list(self.visible),
         )
 
+    def zygote(self) -> ZygoteClient | None:
+        """Where runners are forked from (``sandbox/zygote.py``): only where their jail runs as root at
+        the sandbox level. Started with the first problem, so its import of torch overlaps the
+        problem's loading; a new one replaces one that died."""
+        if not (self.fork and self.info.level == "sandbox" and self.info.root):
+            return None
+        if self._zygote is None or not self._zygote.alive():
+            if self._zygote is not None:
+                self._zygote.close()
+            try:
+                self._zygote = ZygoteClient.start(self.jail_spec("candidate", {}).env, (RUNNER_MODULE,))
+            except ZygoteUnavailable:
+                self._zygote = None
+        return self._zygote
+
     # -- commands ------------------------------------------------------------------------------------
     def load(self, cmd: dict[str, Any]) -> None:
         key = str(cmd["key"])
@@ -209,6 +229,7 @@ class Worker:
         if key in self.problems:
             self.send(self._loaded(self.problems[key].problem))
             return
+        self.zygote()
         job_dir = tempfile.mkdtemp(prefix="problem-", dir=self.workdir)
         shutil.copyfile(cmd["path"], os.path.join(job_dir, "problem.py"))
         problem = LoadedProblem(key, str(cmd["name"]), os.path.join(job_dir, "problem.py"), self.device)
@@ -294,7 +315,7 @@ class Worker:
         spec = self.jail_spec("baseline", settings)
         mount = Mount(state.job_dir, "/tmp/job")
         spec.mounts = [mount]
-        runner.start(spec, self.info)
+        runner.start(spec, self.info, zygote=self.zygote())
         driver = Driver(state.problem, runner, self.tools, self._slots(state.problem))
         inside = inside_path(self.info.level, mount)
         setup = {
@@ -406,7 +427,7 @@ class Worker:
             moved_to = None
             if ahead and spec.cpus:
                 moved_to, spec.cpus = spec.cpus, spare_cores()
-            runner.start(spec, self.info)
+            runner.start(spec, self.info, zygote=self.zygote())
             spare = Spare(runner, folder, job, build, list(self.visible), json_key(settings))
             spare.moved_to = moved_to
             return spare
@@ -699,6 +720,8 @@ class Worker:
                 state.baseline.close()
         for spare in self.spares:
             spare.discard()
+        if self._zygote is not None:
+            self._zygote.close()
         if self.info.cgroup:
             remove_own(self.info.cgroup)
 
@@ -778,7 +801,7 @@ def main(argv: list[str]) -> None:
     info = detect(policy)
     if info.cgroup:
         sweep_stale(info.cgroup)
-    worker = Worker(out_fd, device, workdir, gpu_index, info, outside)
+    worker = Worker(out_fd, device, workdir, gpu_index, info, outside, fork=policy.fork)
     frames.send(
         out_fd,
         {

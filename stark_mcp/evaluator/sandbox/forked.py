@@ -1,0 +1,157 @@
+"""The worker's side of the forked launcher (``zygote.py``): start it, ask it for jails, follow them.
+
+``ZygoteClient.start`` returns at once; the zygote imports torch in the background and the first
+request waits for it. A jail it started is a ``ForkedProcess``: ``pid``, ``poll()`` and ``wait()``
+as on a ``subprocess.Popen``, fed by the exit frames the zygote sends. Standard library only.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import queue
+import socket
+import subprocess
+import sys
+import threading
+from typing import Any
+
+from stark_mcp.evaluator.common import frames
+
+READY_TIMEOUT_S = 180.0  # importing torch on a loaded 2-core machine
+REPLY_TIMEOUT_S = 60.0
+ZYGOTE_MODULE = "stark_mcp.evaluator.sandbox.zygote"
+# How the zygote's children run a module: the interpreter and flags every runner is started with.
+INTERPRETER = (sys.executable, "-P", "-X", "faulthandler")
+GONE = -9  # the code of a jail whose zygote died (its PID namespace died with it)
+
+
+class ZygoteUnavailable(RuntimeError):
+    """The zygote could not start a jail (it died, never became ready, or a setup step failed)."""
+
+
+class ZygoteClient:
+    def __init__(self, proc: subprocess.Popen[bytes], sock: socket.socket) -> None:
+        self.proc, self.sock = proc, sock
+        self.ready = threading.Event()
+        self.closed = threading.Event()
+        self.replies: queue.Queue[dict[str, Any]] = queue.Queue()
+        self.exits: dict[int, int] = {}
+        self.changed = threading.Condition()
+        self.lock = threading.Lock()  # one request at a time
+        self.failure: str | None = None  # why a jail could not be set up: later ones go to bubblewrap
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+
+    @classmethod
+    def start(cls, env: dict[str, str], preload: tuple[str, ...] = ()) -> ZygoteClient:
+        ours, theirs = socket.socketpair()
+        try:
+            proc = subprocess.Popen(
+                [*INTERPRETER, "-m", ZYGOTE_MODULE, str(theirs.fileno()), *preload],
+                env=env,
+                cwd="/",
+                stdin=subprocess.DEVNULL,
+                pass_fds=(theirs.fileno(),),
+                start_new_session=True,
+            )
+        except OSError as exc:
+            ours.close()
+            raise ZygoteUnavailable(f"cannot start the zygote: {exc}") from None
+        finally:
+            theirs.close()
+        return cls(proc, ours)
+
+    def runs(self, argv: list[str]) -> tuple[str, list[str]] | None:
+        """(module, args) when ``argv`` is a module run the way the zygote's children run one."""
+        head = list(INTERPRETER) + ["-m"]
+        if len(argv) > len(head) and argv[: len(head)] == head:
+            return argv[len(head)], argv[len(head) + 1 :]
+        return None
+
+    def alive(self) -> bool:
+        return self.failure is None and not self.closed.is_set() and self.proc.poll() is None
+
+    def _read(self) -> None:
+        try:
+            while True:
+                frame = frames.recv(self.sock.fileno())
+                if frame is None:
+                    break
+                kind = frame.get("kind")
+                if kind == "ready":
+                    self.ready.set()
+                elif kind == "exit":
+                    with self.changed:
+                        self.exits[int(frame["pid"])] = int(frame["code"])
+                        self.changed.notify_all()
+                else:
+                    self.replies.put(frame)
+        except (OSError, frames.FrameError, ValueError, KeyError):
+            pass
+        finally:
+            self.closed.set()
+            self.ready.set()
+            self.replies.put({"kind": "error", "message": "the zygote is gone"})
+            with self.changed:
+                self.changed.notify_all()
+
+    def start_jail(self, request: dict[str, Any], fds: list[int]) -> ForkedProcess:
+        """Fork a jail; ``fds`` are stdout, stderr, then the descriptors for ``request['fd_targets']``."""
+        with self.lock:
+            if not self.ready.wait(READY_TIMEOUT_S) or self.closed.is_set():
+                raise ZygoteUnavailable("the zygote did not become ready")
+            try:
+                socket.send_fds(self.sock, [b"J"], fds)
+                frames.send(self.sock.fileno(), request)
+            except OSError as exc:
+                raise ZygoteUnavailable(f"the zygote is gone: {exc}") from None
+            try:
+                reply = self.replies.get(timeout=REPLY_TIMEOUT_S)
+            except queue.Empty:
+                self.closed.set()  # a late answer would be taken for the next request's
+                raise ZygoteUnavailable("the zygote did not answer") from None
+        if reply.get("kind") != "started":
+            self.failure = str(reply.get("message", reply))
+            raise ZygoteUnavailable(self.failure)
+        return ForkedProcess(self, int(reply["pid"]))
+
+    def exit_of(self, pid: int, timeout: float | None) -> int | None:
+        with self.changed:
+            self.changed.wait_for(lambda: pid in self.exits or self.closed.is_set(), timeout)
+            if pid in self.exits:
+                return self.exits.pop(pid)
+            return GONE if self.closed.is_set() else None
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            self.sock.shutdown(socket.SHUT_RDWR)
+        self.sock.close()
+        try:
+            self.proc.wait(5)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.proc.pid, 9)
+            self.proc.wait(5)
+        self.reader.join(5)
+
+
+class ForkedProcess:
+    """A jail the zygote forked, as much of ``subprocess.Popen`` as ``Jail`` uses."""
+
+    def __init__(self, zygote: ZygoteClient, pid: int) -> None:
+        self.zygote, self.pid = zygote, pid
+        self.returncode: int | None = None
+
+    def poll(self) -> int | None:
+        return self.wait(0) if self.returncode is None else self.returncode
+
+    def wait(self, timeout: float | None = None) -> int | None:
+        if self.returncode is None:
+            code = self.zygote.exit_of(self.pid, timeout)
+            if code is None:
+                if timeout == 0:
+                    return None
+                raise subprocess.TimeoutExpired([ZYGOTE_MODULE], timeout or 0)
+            self.returncode = code
+        return self.returncode

@@ -1,0 +1,286 @@
+"""The forked launcher: ``python -P -X faulthandler -m stark_mcp.evaluator.sandbox.zygote SOCK_FD MODULE...``.
+
+A trusted process that imports torch (and ``MODULE...``) once, then forks a jailed process for each
+request on SOCK_FD, so no runner pays for importing torch again: on a small machine that import was
+about half of all the CPU an evaluation used. It runs no candidate code and holds no evaluation's
+data: it is started before any problem is loaded, hears only jail requests (a mount plan, an
+environment, a uid, descriptors) and answers with pids and exit codes. What a child inherits from it
+is therefore what a fresh interpreter that imported the same modules would hold.
+
+Each request becomes three processes, as under bubblewrap:
+
+    zygote ── C: own session, joins the jail's cgroup, takes the limits, unshares the namespaces
+              └── I: PID 1 of the new PID namespace: builds the root (enter.py), reaps, exits with R
+                  └── R: the jail's uid, no capabilities, only its descriptors: runs ``module``
+
+C's exit code is the jail's (128 + N for a signal), reported as an ``exit`` frame. The zygote
+dies with the worker that started it, C with the zygote, I with C, and everything in the jail
+with I (the PID namespace ends with its init). Standard library and torch only.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import importlib
+import os
+import resource
+import runpy
+import select
+import signal
+import socket
+import sys
+import tempfile
+import time
+import traceback
+from typing import Any
+
+from stark_mcp.evaluator.common import frames
+from stark_mcp.evaluator.sandbox import enter
+from stark_mcp.evaluator.sandbox.layout import MountStep
+
+SETUP_TIMEOUT_S = 30.0  # from the fork to the jailed process about to run its module
+MAX_FDS = 16
+_LIMITS = {"nproc": resource.RLIMIT_NPROC, "fsize": resource.RLIMIT_FSIZE, "core": resource.RLIMIT_CORE}
+
+
+def exit_code(status: int) -> int:
+    """A wait status as a shell would report it: the exit code, or 128 + the signal's number."""
+    code = os.waitstatus_to_exitcode(status)
+    return 128 - code if code < 0 else code
+
+
+def _python_path_entries(env: dict[str, str]) -> list[str]:
+    return [os.path.abspath(p) for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
+
+
+class Zygote:
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        self.pid = os.getpid()
+        own = set(_python_path_entries(dict(os.environ)))
+        # What a fresh interpreter's sys.path holds besides PYTHONPATH: a child gets its own
+        # environment's PYTHONPATH in front of it, as it would have been started with.
+        self.base_path = [p for p in sys.path if p and os.path.abspath(p) not in own]
+        # Python's start-up sets LC_CTYPE in a C locale (PEP 538); a fresh interpreter would too.
+        self.coerced = {"LC_CTYPE": os.environ["LC_CTYPE"]} if "LC_CTYPE" in os.environ else {}
+        self.wake_r, self.wake_w = os.pipe()
+        os.set_blocking(self.wake_w, False)
+        os.set_blocking(self.wake_r, False)
+
+    def serve(self) -> None:
+        signal.signal(signal.SIGCHLD, lambda *_: None)
+        signal.set_wakeup_fd(self.wake_w)
+        fd = self.sock.fileno()
+        frames.send(fd, {"kind": "ready", "pid": self.pid})
+        while True:
+            ready, _, _ = select.select([fd, self.wake_r], [], [], 1.0)
+            if self.wake_r in ready:
+                with contextlib.suppress(BlockingIOError):
+                    os.read(self.wake_r, 4096)
+            self._reap()
+            if fd not in ready:
+                continue
+            try:
+                msg, fds, _flags, _addr = socket.recv_fds(self.sock, 1, MAX_FDS)
+            except OSError:
+                return
+            if not msg:
+                return  # the worker is gone
+            try:
+                request = frames.recv(fd, timeout=10.0)
+                if request is None:
+                    return
+                frames.send(fd, self._start(request, fds))
+            finally:
+                for received in fds:
+                    with contextlib.suppress(OSError):
+                        os.close(received)
+
+    def _reap(self) -> None:
+        while True:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return
+            if pid == 0:
+                return
+            frames.send(self.sock.fileno(), {"kind": "exit", "pid": pid, "code": exit_code(status)})
+
+    def _start(self, request: dict[str, Any], fds: list[int]) -> dict[str, Any]:
+        try:
+            plan = JailPlan(request, fds, self.base_path, self.coerced)
+        except (KeyError, TypeError, ValueError) as exc:
+            return {"kind": "error", "message": f"bad jail request: {exc}"}
+        ack_r, ack_w = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # C
+            os.close(ack_r)
+            try:
+                plan.run(ack_w, self.pid, keep={ack_w, *fds})
+            except BaseException as exc:  # noqa: BLE001 - told to the zygote, which tells the worker
+                _tell(ack_w, f"{type(exc).__name__}: {exc}\n{traceback.format_exc()[-1500:]}")
+            os._exit(127)
+        os.close(ack_w)
+        said = _read_ack(ack_r, SETUP_TIMEOUT_S)
+        if said == "ok":
+            return {"kind": "started", "pid": pid}
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pid, signal.SIGKILL)
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+        return {"kind": "error", "pid": pid, "message": said or "the jail ended before it was set up"}
+
+
+class JailPlan:
+    """One request, checked, and the three processes that carry it out."""
+
+    def __init__(
+        self, request: dict[str, Any], fds: list[int], base_path: list[str], coerced: dict[str, str]
+    ) -> None:
+        self.module = str(request["module"])
+        self.args = [str(a) for a in request["args"]]
+        self.steps = [MountStep.from_json(s) for s in request["steps"]]
+        self.env = {str(k): str(v) for k, v in request["env"].items()}
+        self.uid = None if request.get("uid") is None else int(request["uid"])
+        self.cgroup_procs = request.get("cgroup_procs")
+        self.limits = {str(k): int(v) for k, v in (request.get("limits") or {}).items()}
+        self.cpus = [int(c) for c in request["cpus"]] if request.get("cpus") else None
+        self.chdir = str(request.get("chdir") or "/")
+        if not {"LC_ALL", "LC_CTYPE", "LANG"} & set(self.env):
+            self.env.update(coerced)
+        self.env["PWD"] = self.chdir  # as bubblewrap's --chdir sets it
+        slots = [int(t) for t in request["fd_targets"]]
+        if len(slots) + 2 != len(fds):
+            raise ValueError(f"{len(fds)} descriptors for {len(slots)} targets, stdout and stderr")
+        self.stdout, self.stderr = fds[0], fds[1]
+        self.targets = dict(zip(fds[2:], slots, strict=True))
+        self.sys_path = _python_path_entries(self.env) + [
+            p for p in base_path if os.path.abspath(p) not in _python_path_entries(self.env)
+        ]
+        for name in self.limits:
+            if name not in _LIMITS:
+                raise ValueError(f"unknown limit {name}")
+
+    def run(self, ack: int, zygote: int, keep: set[int]) -> None:
+        """C: leave the zygote's session and signals, enter the cgroup, unshare, start I, mirror it."""
+        signal.set_wakeup_fd(-1)
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        os.setsid()
+        enter.prctl(enter.PR_SET_PDEATHSIG, signal.SIGKILL)
+        if os.getppid() != zygote:
+            os._exit(1)
+        enter.close_fds_except(keep)
+        if self.cgroup_procs:
+            with open(str(self.cgroup_procs), "w") as fh:
+                fh.write(str(os.getpid()))
+        for name, value in self.limits.items():
+            resource.setrlimit(_LIMITS[name], (value, value))
+        try:
+            enter.unshare(enter.JAIL_NAMESPACES | enter.CLONE_NEWCGROUP)
+        except enter.EnterError:
+            enter.unshare(enter.JAIL_NAMESPACES)  # a kernel without cgroup namespaces
+        init = os.fork()
+        if init == 0:
+            self._init(ack)
+        enter.close_fds_except(set())
+        _, status = os.waitpid(init, 0)
+        os._exit(exit_code(status))
+
+    def _init(self, ack: int) -> None:
+        """I: PID 1. Build the root, start R, drop what it no longer needs, reap until R ends."""
+        try:
+            enter.prctl(enter.PR_SET_PDEATHSIG, signal.SIGKILL)
+            enter.loopback_up()
+            enter.build_root(self.steps, self.chdir)
+            runner = os.fork()
+            if runner == 0:
+                self._runner(ack)
+        except BaseException as exc:  # noqa: BLE001
+            _tell(ack, f"{type(exc).__name__}: {exc}\n{traceback.format_exc()[-1500:]}")
+            os._exit(127)
+        enter.close_fds_except(set())
+        signal.signal(signal.SIGINT, signal.SIG_DFL)  # PID 1 ignores what it does not handle
+        enter.drop_privileges(None)
+        while True:
+            try:
+                pid, status = os.wait()
+            except ChildProcessError:
+                os._exit(0)
+            if pid == runner:
+                os._exit(exit_code(status))
+
+    def _runner(self, ack: int) -> None:
+        """R: what the jail runs. Nothing of the zygote's is reachable once this says ``ok``."""
+        try:
+            os.setsid()
+            if self.cpus:
+                os.sched_setaffinity(0, self.cpus)
+            enter.drop_privileges(self.uid)
+            ack_at = max([*self.targets.values(), 2]) + 1
+            enter.place_fds({**self.targets, ack: ack_at}, None, self.stdout, self.stderr)
+            os.environ.clear()
+            os.environ.update(self.env)
+            sys.path[:] = self.sys_path
+            tempfile.tempdir = None
+            sys.argv = [self.module, *self.args]
+            _tell(ack_at, "ok")
+            os.close(ack_at)
+        except BaseException as exc:  # noqa: BLE001
+            _tell(ack, f"{type(exc).__name__}: {exc}\n{traceback.format_exc()[-1500:]}")
+            os._exit(127)
+        code = 0
+        try:
+            runpy.run_module(self.module, run_name="__main__", alter_sys=True)
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+        except BaseException:  # noqa: BLE001 - as an interpreter would: the traceback, then exit 1
+            traceback.print_exc()
+            code = 1
+        with contextlib.suppress(BaseException):
+            sys.stdout.flush()
+            sys.stderr.flush()
+        os._exit(code)
+
+
+def _tell(fd: int, text: str) -> None:
+    with contextlib.suppress(OSError):
+        os.write(fd, text.encode("utf-8", "replace")[:4000])
+
+
+def _read_ack(fd: int, timeout: float) -> str:
+    """``ok``, or what went wrong (empty when the jail's processes ended without a word)."""
+    data = b""
+    deadline = time.monotonic() + timeout
+    try:
+        while time.monotonic() < deadline:
+            if not select.select([fd], [], [], max(0.0, deadline - time.monotonic()))[0]:
+                break
+            chunk = os.read(fd, 4096)
+            if not chunk:
+                break
+            data += chunk
+            if data == b"ok":
+                return "ok"
+    finally:
+        os.close(fd)
+    return data.decode("utf-8", "replace").strip()
+
+
+def main(argv: list[str]) -> None:
+    sock = socket.socket(fileno=int(argv[0]))
+    enter.prctl(enter.PR_SET_PDEATHSIG, signal.SIGKILL)
+    sys.path[:] = [p for p in sys.path if p not in ("", os.getcwd())]
+    for name in argv[1:]:
+        importlib.import_module(name)
+    # Children then copy no page to collect what was imported here (and start with it frozen).
+    gc.collect()
+    gc.freeze()
+    Zygote(sock).serve()
+
+
+if __name__ == "__main__":
+    try:
+        main(sys.argv[1:])
+    finally:
+        os._exit(0)

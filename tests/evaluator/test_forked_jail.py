@@ -1,0 +1,228 @@
+"""The forked launcher (sandbox/zygote.py) builds the jail bubblewrap builds, and nothing of the zygote
+is reachable from inside it. Real jails, as root at the sandbox level (skipped elsewhere)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from stark_mcp.evaluator.sandbox.forked import INTERPRETER, ZygoteClient, ZygoteUnavailable
+from stark_mcp.evaluator.sandbox.launch import Jail, JailSpec, Mount
+from stark_mcp.evaluator.sandbox.levels import detect
+
+PROBE = r'''
+import ctypes, json, os, resource, socket, sys
+
+def status():
+    with open("/proc/self/status") as fh:
+        rows = [line.split(":", 1) for line in fh]
+    keep = ("Uid", "Gid", "Groups", "NoNewPrivs", "Seccomp", "CapInh", "CapPrm", "CapEff", "CapAmb", "CapBnd")
+    return {k: v.split() for k, v in rows if k in keep}
+
+def mounts():
+    out = []
+    with open("/proc/self/mountinfo") as fh:
+        for line in fh:
+            f = line.split()
+            out.append([f[4], f[5], f[f.index("-") + 1]])
+    return sorted(out)
+
+def writable(path):
+    try:
+        with open(os.path.join(path, ".probe"), "w"):
+            pass
+        os.unlink(os.path.join(path, ".probe"))
+        return True
+    except OSError:
+        return False
+
+def reach_init():
+    found = []
+    for name in ("environ", "mem", "root/etc/hostname"):
+        try:
+            with open(f"/proc/1/{name}", "rb") as fh:
+                fh.read(1)
+            found.append(name)
+        except OSError:
+            pass
+    try:
+        os.kill(1, signal_zero := 0)
+        found.append("signal")
+    except OSError:
+        pass
+    if ctypes.CDLL(None, use_errno=True).ptrace(16, 1, None, None) == 0:
+        found.append("ptrace")
+    return found
+
+try:
+    socket.socket().connect(("127.0.0.1", 9))
+    loopback = "connected"
+except OSError as exc:
+    loopback = exc.errno
+with open("/proc/self/cgroup") as fh:
+    cgroup = fh.read()
+print(json.dumps({
+    "status": status(), "mounts": mounts(), "cwd": os.getcwd(), "env": dict(os.environ),
+    "pids": sorted(int(p) for p in os.listdir("/proc") if p.isdigit()),
+    "fds": sorted(int(f) for f in os.listdir("/proc/self/fd")),
+    "limits": [resource.getrlimit(getattr(resource, f"RLIMIT_{r}")) for r in ("NPROC", "FSIZE", "CORE")],
+    "cgroup": cgroup, "interfaces": sorted(n for _, n in socket.if_nameindex()), "loopback": loopback,
+    "writable": {p: writable(p) for p in ("/", "/usr", "/tmp", "/tmp/out", "/tmp/in", "/dev", "/dev/shm")},
+    "dev": sorted(os.listdir("/dev")), "sys_path": sys.path, "argv": sys.argv[1:], "init": reach_init(),
+    "hidden": os.listdir(HIDDEN),
+}))
+'''
+
+pytestmark = pytest.mark.skipif(
+    not (detect().level == "sandbox" and detect().root),
+    reason="the forked launcher runs as root at the sandbox level",
+)
+
+
+@pytest.fixture(scope="module")
+def zygote():
+    client = ZygoteClient.start({"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "PYTHONUNBUFFERED": "1"})
+    yield client
+    client.close()
+
+
+def _probe_root(tmp_path: Path) -> tuple[Path, Path, Path]:
+    root = tmp_path / "probe"
+    root.mkdir(exist_ok=True)
+    hidden = root / "secret-data"  # a data folder inside an import root: hidden all the same
+    hidden.mkdir(exist_ok=True)
+    (hidden / "notes.txt").write_text("secret")
+    (root / "jailprobe.py").write_text(PROBE.replace("HIDDEN", repr(str(hidden))))
+    inbox, outbox = tmp_path / "in", tmp_path / "out"
+    inbox.mkdir(exist_ok=True)
+    outbox.mkdir(exist_ok=True)
+    return root, hidden, inbox
+
+
+def _run(spec: JailSpec, zygote: ZygoteClient | None, pass_fds: tuple[int, ...] = ()) -> tuple[Jail, str]:
+    read, write = os.pipe()
+    jail = Jail.start(
+        spec, detect(), pass_fds=pass_fds, stdout=write, stderr=subprocess.STDOUT, zygote=zygote
+    )
+    os.close(write)
+    with os.fdopen(read) as out:
+        seen = out.read()
+    jail.wait(30)
+    return jail, seen
+
+
+def _spec(tmp_path: Path) -> JailSpec:
+    root, hidden, inbox = _probe_root(tmp_path)
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "PYTHONPATH": str(root), "PYTHONUNBUFFERED": "1"}
+    return JailSpec(
+        argv=[*INTERPRETER, "-m", "jailprobe", "extra", "args"],
+        env=env,
+        mounts=[Mount(str(inbox), "/tmp/in"), Mount(str(tmp_path / "out"), "/tmp/out", writable=True)],
+        hidden=[str(hidden)],
+        visible=[str(root)],
+        cpus=[sorted(os.sched_getaffinity(0))[-1]],
+    )
+
+
+def test_a_forked_jail_is_the_jail_bubblewrap_builds(zygote, tmp_path) -> None:
+    """Seen from inside: the same uid and no capability, the same mounts with the same options, the
+    same environment, descriptors, limits, cgroup, network, /dev and import path. Where the forked
+    jail differs, it is stricter: an empty capability bounding set, /proc/sys read-only."""
+    keep = os.pipe()
+    spec = _spec(tmp_path)
+    spec.argv = [*spec.argv, str(keep[0])]
+    forked_jail, forked = _run(spec, zygote, pass_fds=(keep[0],))
+    assert type(forked_jail.proc).__name__ == "ForkedProcess", "not forked"
+    assert forked_jail.wait(5) == 0, forked
+    spec_b = _spec(tmp_path)
+    spec_b.argv = [*spec_b.argv, str(keep[0])]
+    _, plain = _run(spec_b, None, pass_fds=(keep[0],))
+    for fd in keep:
+        os.close(fd)
+    a, b = json.loads(forked.strip().splitlines()[-1]), json.loads(plain.strip().splitlines()[-1])
+    bounding = a["status"].pop("CapBnd"), b["status"].pop("CapBnd")
+    assert int(bounding[0][0], 16) & ~int(bounding[1][0], 16) == 0
+    for seen in (a, b):  # each jail has a sandbox uid of its own, named in its environment
+        uids = {int(v) for v in seen["status"].pop("Uid") + seen["status"].pop("Gid")}
+        assert len(uids) == 1 and min(uids) >= detect().uid_base, uids
+        assert seen["env"].pop("USER") == seen["env"].pop("LOGNAME") == f"stark{min(uids)}"
+    assert a["status"] == b["status"]
+    assert set(a["status"]["CapEff"] + a["status"]["CapPrm"]) == {"0" * 16}
+    assert a["status"]["NoNewPrivs"] == ["1"]
+    extra = [m for m in a["mounts"] if m not in b["mounts"]]
+    assert [m for m in b["mounts"] if m not in a["mounts"]] == []
+    assert all(m[1].startswith("ro,") for m in extra), extra
+    env_a, env_b = dict(a.pop("env")), dict(b.pop("env"))
+    assert env_a == env_b
+    for key in a:
+        if key not in ("status", "mounts"):
+            assert a[key] == b[key], key
+    assert a["pids"] == [1, 2]
+    writable = {"/tmp", "/tmp/out"}  # /dev/shm is an empty tmpfs of root's, as under bubblewrap
+    assert a["writable"] == {path: path in writable for path in a["writable"]}
+    assert a["hidden"] == [] and a["init"] == [] and a["interfaces"] == ["lo"]
+    assert a["argv"] == ["extra", "args", str(keep[0])] and a["fds"][:3] == [0, 1, 2]
+
+
+def test_a_forked_jail_holds_only_the_descriptors_it_was_given(zygote, tmp_path) -> None:
+    """The zygote's socket, its other children's descriptors and whatever the worker had open are gone:
+    a jail that listed the zygote's socket could ask it for a jail of its own choosing."""
+    unrelated = os.open("/dev/null", os.O_RDONLY)
+    given = os.pipe()
+    spec = _spec(tmp_path)
+    spec.argv = [*spec.argv, str(given[1])]
+    try:
+        jail, seen = _run(spec, zygote, pass_fds=(given[1],))
+    finally:
+        os.close(unrelated)
+        for fd in given:
+            os.close(fd)
+    fds = json.loads(seen.strip().splitlines()[-1])["fds"]
+    # stdio, the descriptor it was given, and the one listing /proc/self/fd
+    assert fds[:3] == [0, 1, 2] and given[1] in fds and len(fds) == 5, fds
+
+
+def test_a_jail_dies_with_its_zygote_and_the_worker_hears_of_it(tmp_path) -> None:
+    client = ZygoteClient.start({"PATH": os.environ.get("PATH", "/usr/bin:/bin")})
+    spec = _spec(tmp_path)
+    spec.argv = [*INTERPRETER, "-m", "time_waster"]
+    waster = "import time\nprint('up', flush=True)\ntime.sleep(300)\n"
+    (tmp_path / "probe" / "time_waster.py").write_text(waster)
+    read, write = os.pipe()
+    jail = Jail.start(spec, detect(), stdout=write, stderr=subprocess.STDOUT, zygote=client)
+    os.close(write)
+    with os.fdopen(read) as out:
+        assert out.readline().strip() == "up"
+        pids = jail.pids()
+        assert len(pids) >= 3  # the jail's session, its init, the module
+        os.kill(client.proc.pid, signal.SIGKILL)
+        assert jail.wait(10) is not None
+        deadline = time.monotonic() + 10
+        while any(os.path.exists(f"/proc/{p}") for p in pids) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not any(os.path.exists(f"/proc/{p}") for p in pids)
+    jail.close()
+    client.close()
+
+
+def test_a_jail_that_cannot_be_built_is_refused_with_the_step_named(tmp_path) -> None:
+    client = ZygoteClient.start({"PATH": os.environ.get("PATH", "/usr/bin:/bin")})
+    try:
+        request = {
+            "module": "json.tool", "args": [], "env": {}, "uid": None, "cgroup_procs": None, "limits": {},
+            "cpus": None, "chdir": "/", "fd_targets": [],
+            "steps": [{"kind": "ro-bind", "dest": "/", "src": "/"},
+                      {"kind": "ro-bind", "dest": "/tmp/x", "src": str(tmp_path / "missing")}],
+        }
+        with pytest.raises(ZygoteUnavailable, match="missing"):
+            client.start_jail(request, [sys.stdout.fileno(), sys.stderr.fileno()])
+        assert not client.alive()  # later jails go through bubblewrap
+    finally:
+        client.close()
