@@ -86,9 +86,16 @@ pytestmark = pytest.mark.skipif(
 )
 
 
+def _zygote_env() -> dict[str, str]:
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "PYTHONUNBUFFERED": "1"}
+    if os.environ.get("PYTHONPATH"):  # where stark_mcp is found on a machine without an install of it
+        env["PYTHONPATH"] = os.environ["PYTHONPATH"]
+    return env
+
+
 @pytest.fixture(scope="module")
 def zygote():
-    client = ZygoteClient.start({"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "PYTHONUNBUFFERED": "1"})
+    client = ZygoteClient.start(_zygote_env())
     yield client
     client.close()
 
@@ -190,7 +197,7 @@ def test_a_forked_jail_holds_only_the_descriptors_it_was_given(zygote, tmp_path)
 
 
 def test_a_jail_dies_with_its_zygote_and_the_worker_hears_of_it(tmp_path) -> None:
-    client = ZygoteClient.start({"PATH": os.environ.get("PATH", "/usr/bin:/bin")})
+    client = ZygoteClient.start(_zygote_env())
     spec = _spec(tmp_path)
     spec.argv = [*INTERPRETER, "-m", "time_waster"]
     waster = "import time\nprint('up', flush=True)\ntime.sleep(300)\n"
@@ -213,7 +220,7 @@ def test_a_jail_dies_with_its_zygote_and_the_worker_hears_of_it(tmp_path) -> Non
 
 
 def test_a_jail_that_cannot_be_built_is_refused_with_the_step_named(tmp_path) -> None:
-    client = ZygoteClient.start({"PATH": os.environ.get("PATH", "/usr/bin:/bin")})
+    client = ZygoteClient.start(_zygote_env())
     try:
         request = {
             "module": "json.tool", "args": [], "env": {}, "uid": None, "cgroup_procs": None, "limits": {},
@@ -224,5 +231,60 @@ def test_a_jail_that_cannot_be_built_is_refused_with_the_step_named(tmp_path) ->
         with pytest.raises(ZygoteUnavailable, match="missing"):
             client.start_jail(request, [sys.stdout.fileno(), sys.stderr.fileno()])
         assert not client.alive()  # later jails go through bubblewrap
+    finally:
+        client.close()
+
+
+CUDA_PROBE = """
+import json, os
+import torch
+x = torch.ones(1024, device="cuda")
+print(json.dumps({"sum": x.sum().item(), "count": torch.cuda.device_count(),
+                  "name": torch.cuda.get_device_name(0), "dev": sorted(os.listdir("/dev")),
+                  "visible": os.environ.get("CUDA_VISIBLE_DEVICES")}))
+"""
+
+
+@pytest.mark.gpu
+def test_a_forked_jail_computes_on_its_one_gpu(zygote, tmp_path) -> None:
+    """The zygote never touches CUDA, so its child can: the jail sees the one GPU it was given,
+    through the same device nodes and CUDA_VISIBLE_DEVICES as under bubblewrap."""
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA device")
+    runs = []
+    for launcher in (zygote, None):
+        spec = _spec(tmp_path)
+        (tmp_path / "probe" / "cudaprobe.py").write_text(CUDA_PROBE)
+        spec.argv, spec.gpu = [*INTERPRETER, "-m", "cudaprobe"], 0
+        jail, seen = _run(spec, launcher)
+        assert jail.wait(5) == 0, seen
+        runs.append((type(jail.proc).__name__, json.loads(seen.strip().splitlines()[-1])))
+        jail.close()
+    (kind, forked), (_, plain) = runs
+    assert kind == "ForkedProcess"
+    assert forked == plain
+    assert forked["sum"] == 1024 and forked["count"] == 1
+    assert any(name.startswith("nvidia") for name in forked["dev"])
+
+
+def test_a_module_the_zygote_preloaded_runs_as_python_m_runs_it(tmp_path) -> None:
+    """The runner module is imported by the zygote ahead of time; run in a jail it is ``__main__``,
+    as under ``python -m``, and says nothing else (runpy warned into every candidate's log when the
+    preloaded copy stayed in sys.modules)."""
+    root = tmp_path / "probe"
+    root.mkdir()
+    (root / "quiet").mkdir()
+    (root / "quiet" / "__init__.py").write_text("")
+    (root / "quiet" / "main.py").write_text("if __name__ == '__main__':\n    print('main ran', __name__)\n")
+    paths = [str(root), *filter(None, [os.environ.get("PYTHONPATH")])]
+    env = {**_zygote_env(), "PYTHONPATH": os.pathsep.join(paths)}
+    client = ZygoteClient.start(env, ("quiet.main",))
+    try:
+        spec = JailSpec(argv=[*INTERPRETER, "-m", "quiet.main"], env=env, visible=[str(root)])
+        jail, seen = _run(spec, client)
+        assert type(jail.proc).__name__ == "ForkedProcess"
+        assert seen == "main ran __main__\n"
+        jail.close()
     finally:
         client.close()

@@ -224,6 +224,9 @@ class JailPlan:
             sys.path[:] = self.sys_path
             tempfile.tempdir = None
             sys.argv = [self.module, *self.args]
+            # As ``python -m`` runs it: the copy the zygote preloaded stays out of sys.modules (its
+            # imports stay in), or runpy warns into every candidate's log.
+            sys.modules.pop(self.module, None)
             _tell(ack_at, "ok")
             os.close(ack_at)
         except BaseException as exc:  # noqa: BLE001

@@ -461,12 +461,12 @@ class Worker:
         return self.spawn_runner(settings)
 
     def _warm_ahead(self, state: ProblemState) -> bool:
-        """Whether the next spare starts now, while this evaluation runs, rather than when it ends:
-        its start-up (torch, a CUDA context, Triton: about 2.5 s on an H100) is otherwise what the next
-        of back-to-back evaluations waits for. Only where it can start on cores of its own (a GPU
-        machine that pins its runners): started on the candidate runners' core, it preempted the timed
-        runner and inflated honest kernels' figures by 35-65% on an H100. Not for problems whose inputs
-        fill the device (one more CUDA context)."""
+        """Whether the next spare starts as soon as this evaluation ends, rather than once the worker
+        idles: its start-up (a CUDA context and Triton, and torch when bubblewrap starts it: about
+        2.5 s on an H100) is otherwise what the next of back-to-back evaluations waits for. Only
+        where it can start on cores of its own (a GPU machine that pins its runners): started on the
+        candidate runners' core, it preempted the timed runner and inflated honest kernels' figures
+        by 35-65% on an H100. Not for problems whose inputs fill the device (one more CUDA context)."""
         return self.cuda and bool(spare_cores()) and self._slots(state.problem) > 1
 
     def _want_spares(self, settings: dict[str, Any]) -> None:
@@ -493,8 +493,6 @@ class Worker:
         settings = _session_settings(cmd["settings"], self.cuda)
         started = time.monotonic()
         spare = self._take_spare(settings)
-        if not self.spares and self._warm_ahead(state):
-            self.spares.append(self.spawn_runner(settings, ahead=True))
         try:
             job = self.stage(state, spare, cmd)
             baseline = self.eager(state, settings)
@@ -530,7 +528,20 @@ class Worker:
         finally:
             spare.discard()
             self._memory_settled()
+            self._next_spare(state, settings)
+
+    def _next_spare(self, state: ProblemState, settings: dict[str, Any]) -> None:
+        """Where spares warm ahead (``_warm_ahead``), the next one starts as soon as an evaluation is
+        over: its start-up (a CUDA context on the same device, Triton) never overlaps a timed call.
+        Started when the evaluation began, a forked spare's CUDA context came up in the middle of a
+        cached candidate's timing and tripled its median on an H100 (0.022 -> 0.063 ms)."""
+        if self.spares or not self._warm_ahead(state):
             self._want_spares(settings)
+            return
+        try:
+            self.spares.append(self.spawn_runner(settings, ahead=True))
+        except Exception:  # noqa: BLE001 - the next evaluation starts its own runner and reports why not
+            pass
 
     def stage(self, state: ProblemState, spare: Spare, cmd: dict[str, Any]) -> dict[str, Any]:
         """Give a started runner its files (the candidate, or the problem for ``reference``, the
