@@ -28,9 +28,6 @@ INTERVAL_S = 0.25
 # The first needle found in a process's command line names its kind (order matters: a compile jail's
 # command line names its request's folder, which may sit under pytest's temporary directory).
 KINDS = (
-    # Forked runners keep the zygote's command line (which names the runner module it preloads): the
-    # zygote, and each jail's three processes.
-    ("stark_mcp.evaluator.sandbox.zygote", "zygote and forked runners"),
     ("stark_mcp.evaluator.untrusted.runner", "runner (candidate or baseline)"),
     ("stark_mcp.evaluator.trusted.worker", "trusted worker"),
     ("stark_mcp.evaluator.untrusted.builder", "builder jail"),
@@ -45,13 +42,24 @@ KINDS = (
     ("bwrap", "bubblewrap"),
     ("python", "other Python"),
 )
-RELABEL = {"bubblewrap", "other Python", "other", "(exited)"}  # seen mid-exec: look again next time
+# What the zygote forks keeps its command line: the name it gives each child says what it is.
+ZYGOTE = "stark_mcp.evaluator.sandbox.zygote"
+FORKED = {
+    "stark-zygote": "zygote",
+    "stark-worker": "trusted worker",
+    "stark-runner": "runner (candidate or baseline)",
+    "stark-jail": "forked jail's session and init",
+    "stark-jail-init": "forked jail's session and init",
+}
+UNNAMED = "zygote's child, not named yet"
+# Seen mid-exec or before a forked child names itself: look again next time.
+RELABEL = {"bubblewrap", "other Python", "other", "(exited)", UNNAMED}
 
 
 PF_KTHREAD = 0x00200000
 
 
-def kind_of(argv: list[str], flags: int) -> str:
+def kind_of(argv: list[str], flags: int, comm: str = "") -> str:
     if flags & PF_KTHREAD:
         return "kernel threads"
     if not argv or not argv[0]:
@@ -59,6 +67,8 @@ def kind_of(argv: list[str], flags: int) -> str:
     if os.path.basename(argv[0]) == "bwrap":
         return "bubblewrap"  # its command line names the runner it starts
     line = " ".join(argv)
+    if ZYGOTE in line:
+        return FORKED.get(comm, UNNAMED)
     for needle, kind in KINDS:
         if needle in line:
             return kind
@@ -103,7 +113,7 @@ class Sampler(threading.Thread):
                         argv = [a.decode(errors="replace") for a in fh.read().split(b"\0") if a]
                 except OSError:
                     argv = []
-                kind = kind_of(argv, int(fields[6]))
+                kind = kind_of(argv, int(fields[6]), stat[stat.find("(") + 1 : stat.rfind(")")])
                 if known is None:
                     self.seen[key] = known = [kind, cpu, cpu if self.first else 0.0]
                 elif kind != "(exited)":

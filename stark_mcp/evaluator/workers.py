@@ -24,6 +24,13 @@ from typing import Any
 from stark_mcp.evaluator.errors import EvaluatorError
 from stark_mcp.evaluator.outside_tools import ToolPaths
 from stark_mcp.evaluator.sandbox.env import scrub_env
+from stark_mcp.evaluator.sandbox.forked import (
+    ZYGOTE_FD_ARG,
+    ForkedProcess,
+    ZygoteClient,
+    ZygoteUnavailable,
+    process_zygote,
+)
 from stark_mcp.evaluator.sandbox.levels import SandboxPolicy
 
 WORKER_MODULE = "stark_mcp.evaluator.trusted.worker"
@@ -34,6 +41,22 @@ START_TIMEOUT_S = 180.0
 
 class WorkerCrashed(EvaluatorError):
     """The worker process died or misbehaved while serving a command."""
+
+
+class ForkedWorker:
+    """A worker the zygote forked, as much of ``asyncio.subprocess.Process`` as this file uses."""
+
+    def __init__(self, proc: ForkedProcess) -> None:
+        self._proc, self.pid = proc, proc.pid
+
+    @property
+    def returncode(self) -> int | None:
+        return self._proc.poll()
+
+    async def wait(self) -> int:
+        while (code := self._proc.poll()) is None:
+            await asyncio.sleep(0.02)
+        return code
 
 
 class WorkerClient:
@@ -49,7 +72,7 @@ class WorkerClient:
         self.policy = policy or SandboxPolicy()
         self.tool_paths = tool_paths or ToolPaths()
         self.lock = asyncio.Lock()
-        self.proc: asyncio.subprocess.Process | None = None
+        self.proc: asyncio.subprocess.Process | ForkedWorker | None = None
         self._reader: asyncio.StreamReader | None = None
         self._transport: asyncio.BaseTransport | None = None
         self._in_w: int | None = None
@@ -67,28 +90,35 @@ class WorkerClient:
         if self.gpu_index is not None:
             env.update(CUDA_VISIBLE_DEVICES=str(self.gpu_index), CUDA_DEVICE_ORDER="PCI_BUS_ID")
         device = "cuda:0" if self.gpu_index is not None else "cpu"
+        args = [
+            str(in_r),
+            str(out_w),
+            device,
+            self._workdir,
+            str(self.gpu_index or 0),
+            self.policy.to_json(),
+            self.tool_paths.to_json(),
+        ]
         try:
-            self.proc = await asyncio.create_subprocess_exec(
-                sys.executable,
-                "-P",
-                "-X",
-                "faulthandler",
-                "-m",
-                WORKER_MODULE,
-                str(in_r),
-                str(out_w),
-                device,
-                self._workdir,
-                str(self.gpu_index or 0),
-                self.policy.to_json(),
-                self.tool_paths.to_json(),
-                env=env,
-                stdin=asyncio.subprocess.DEVNULL,
-                stdout=asyncio.subprocess.DEVNULL,
-                stderr=None,
-                pass_fds=(in_r, out_w),
-                start_new_session=True,
-            )
+            zygote = process_zygote(scrub_env(os.environ, {})) if self.policy.fork else None
+            if zygote is not None:
+                self.proc = await self._fork(zygote, args, env, in_r, out_w)
+            if self.proc is None:
+                self.proc = await asyncio.create_subprocess_exec(
+                    sys.executable,
+                    "-P",
+                    "-X",
+                    "faulthandler",
+                    "-m",
+                    WORKER_MODULE,
+                    *args,
+                    env=env,
+                    stdin=asyncio.subprocess.DEVNULL,
+                    stdout=asyncio.subprocess.DEVNULL,
+                    stderr=None,
+                    pass_fds=(in_r, out_w),
+                    start_new_session=True,
+                )
         finally:
             os.close(in_r)
             os.close(out_w)
@@ -104,6 +134,27 @@ class WorkerClient:
             raise EvaluatorError(f"the evaluator's worker for {self.device} did not start: {hello}")
         self.hello = hello
         self.loaded = {}
+
+    async def _fork(
+        self, zygote: ZygoteClient, args: list[str], env: dict[str, str], in_r: int, out_w: int
+    ) -> ForkedWorker | None:
+        """The worker forked from this process's zygote (torch already imported there), or None
+        when the zygote cannot (it is then started from scratch, as without one)."""
+        null = os.open(os.devnull, os.O_WRONLY)
+        try:
+            proc = await asyncio.to_thread(
+                zygote.start_worker,
+                WORKER_MODULE,
+                [*args, ZYGOTE_FD_ARG + "{zygote_fd}"],
+                env,
+                [null, 2, in_r, out_w],  # stderr: ours, as an exec'd worker inherits it
+                [in_r, out_w],
+            )
+        except ZygoteUnavailable:
+            return None
+        finally:
+            os.close(null)
+        return ForkedWorker(proc)
 
     async def stop(self) -> None:
         if self.proc is not None:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from stark_mcp.evaluator.sandbox.forked import INTERPRETER, ZygoteClient, ZygoteUnavailable
+from stark_mcp.evaluator.sandbox.forked import INTERPRETER, ZYGOTE_FD_ARG, ZygoteClient, ZygoteUnavailable
 from stark_mcp.evaluator.sandbox.launch import Jail, JailSpec, Mount
 from stark_mcp.evaluator.sandbox.levels import detect
 
@@ -61,6 +61,19 @@ def reach_init():
         found.append("ptrace")
     return found
 
+def mmapped(size):
+    """Whether malloc takes ``size`` bytes from a mapping of its own (MALLOC_MMAP_MAX_=0 forbids it)."""
+    libc = ctypes.CDLL(None)
+    fields = "arena ordblks smblks hblks hblkhd usmblks fsmblks uordblks fordblks keepcost".split()
+    info = type("Info", (ctypes.Structure,), {"_fields_": [(f, ctypes.c_size_t) for f in fields]})
+    libc.mallinfo2.restype = info
+    libc.malloc.restype = ctypes.c_void_p
+    before = libc.mallinfo2().hblks
+    block = libc.malloc(size)
+    after = libc.mallinfo2().hblks
+    libc.free(ctypes.c_void_p(block))
+    return after > before
+
 try:
     socket.socket().connect(("127.0.0.1", 9))
     loopback = "connected"
@@ -76,7 +89,7 @@ print(json.dumps({
     "cgroup": cgroup, "interfaces": sorted(n for _, n in socket.if_nameindex()), "loopback": loopback,
     "writable": {p: writable(p) for p in ("/", "/usr", "/tmp", "/tmp/out", "/tmp/in", "/dev", "/dev/shm")},
     "dev": sorted(os.listdir("/dev")), "sys_path": sys.path, "argv": sys.argv[1:], "init": reach_init(),
-    "hidden": os.listdir(HIDDEN),
+    "hidden": os.listdir(HIDDEN), "mmapped": mmapped(64 << 20),
 }))
 '''
 
@@ -128,6 +141,7 @@ def _run(spec: JailSpec, zygote: ZygoteClient | None, pass_fds: tuple[int, ...] 
 def _spec(tmp_path: Path) -> JailSpec:
     root, hidden, inbox = _probe_root(tmp_path)
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "PYTHONPATH": str(root), "PYTHONUNBUFFERED": "1"}
+    env["MALLOC_MMAP_MAX_"] = "0"  # read by glibc at a fresh start; a forked runner sets it itself
     return JailSpec(
         argv=[*INTERPRETER, "-m", "jailprobe", "extra", "args"],
         env=env,
@@ -174,7 +188,7 @@ def test_a_forked_jail_is_the_jail_bubblewrap_builds(zygote, tmp_path) -> None:
     assert a["pids"] == [1, 2]
     writable = {"/tmp", "/tmp/out"}  # /dev/shm is an empty tmpfs of root's, as under bubblewrap
     assert a["writable"] == {path: path in writable for path in a["writable"]}
-    assert a["hidden"] == [] and a["init"] == [] and a["interfaces"] == ["lo"]
+    assert a["hidden"] == [] and a["init"] == [] and a["interfaces"] == ["lo"] and not a["mmapped"]
     assert a["argv"] == ["extra", "args", str(keep[0])] and a["fds"][:3] == [0, 1, 2]
 
 
@@ -288,3 +302,61 @@ def test_a_module_the_zygote_preloaded_runs_as_python_m_runs_it(tmp_path) -> Non
         jail.close()
     finally:
         client.close()
+
+
+FAKE_WORKER = """
+import sys, time
+from stark_mcp.evaluator.sandbox.forked import INTERPRETER, ZYGOTE_FD_ARG, ZygoteClient
+from stark_mcp.evaluator.sandbox.launch import Jail, JailSpec
+from stark_mcp.evaluator.sandbox.levels import detect
+
+zygote = ZygoteClient.connect(int(sys.argv[-1][len(ZYGOTE_FD_ARG):]))
+spec = JailSpec(argv=[*INTERPRETER, "-m", "time_waster"], env={"PYTHONPATH": ROOT}, visible=[ROOT])
+jail = Jail.start(spec, detect(), stdout=1, stderr=2, zygote=zygote)
+print("jail", type(jail.proc).__name__, jail.proc.pid, flush=True)
+time.sleep(300)
+"""
+
+
+def test_what_a_worker_asked_for_dies_with_its_connection(tmp_path) -> None:
+    """A worker the zygote forked asks it for jails on a connection of its own; when the worker dies
+    (the parent killed it, say, cancelling its command), the zygote kills every jail it asked for."""
+    root = tmp_path / "probe"
+    root.mkdir()
+    (root / "time_waster.py").write_text("import time\nprint('up', flush=True)\ntime.sleep(300)\n")
+    (root / "fake_worker.py").write_text(FAKE_WORKER.replace("ROOT", repr(str(root))))
+    paths = [str(root), *filter(None, [os.environ.get("PYTHONPATH")])]
+    env = {**_zygote_env(), "PYTHONPATH": os.pathsep.join(paths)}
+    client = ZygoteClient.start(env)
+    read, write = os.pipe()
+    try:
+        worker = client.start_worker("fake_worker", [ZYGOTE_FD_ARG + "{zygote_fd}"], env, [write, 2], [])
+        os.close(write)
+        with os.fdopen(read) as out:
+            said = [out.readline().split() for _ in range(2)]
+        jail_line = next(line for line in said if line[0] == "jail")
+        assert sorted(line[0] for line in said) == ["jail", "up"] and jail_line[1] == "ForkedProcess", said
+        jail = int(jail_line[-1])
+        jail_pids = [jail, *_descendants(jail)]
+        assert len(jail_pids) == 3, jail_pids  # its session, its init, the module
+        assert _comm(worker.pid) == "stark-fake_work"  # the kernel keeps 15 bytes of a name
+        os.killpg(worker.pid, signal.SIGKILL)
+        assert worker.wait(10) == 128 + signal.SIGKILL
+        deadline = time.monotonic() + 10
+        while any(os.path.exists(f"/proc/{p}") for p in jail_pids) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not [p for p in jail_pids if os.path.exists(f"/proc/{p}")]
+        assert client.alive()  # the zygote itself serves on
+    finally:
+        client.close()
+
+
+def _descendants(pid: int) -> list[int]:
+    from stark_mcp.evaluator.sandbox.launch import descendants
+
+    return descendants(pid)
+
+
+def _comm(pid: int) -> str:
+    with open(f"/proc/{pid}/comm") as fh:
+        return fh.read().strip()

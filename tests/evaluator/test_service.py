@@ -92,7 +92,7 @@ def _runner_argv(cmdline: bytes, pid: int) -> bool:
 
 def runner_pids(root: int | None = None) -> set[int]:
     """Runner processes started by this test process (other test workers run evaluations of their
-    own), or by the process ``root``."""
+    own), or by the worker ``root``."""
     parents: dict[int, int] = {}
     runners = set()
     for entry in os.listdir("/proc"):
@@ -110,7 +110,17 @@ def runner_pids(root: int | None = None) -> set[int]:
     while frontier:
         frontier = {pid for pid, parent in parents.items() if parent in frontier} - ours
         ours |= frontier
+    if root is not None:  # a forked runner is the zygote's child, in a cgroup under its worker's
+        ours |= {pid for pid in runners if f"/stark-{root}/" in _cgroup_of(pid)}
     return runners & ours
+
+
+def _cgroup_of(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/cgroup") as fh:
+            return fh.read()
+    except OSError:
+        return ""
 
 
 async def _runners_of(ev: Evaluator, seen: set[int], stop: asyncio.Event) -> None:

@@ -19,7 +19,6 @@ import torch
 
 from stark_mcp.evaluator import EvalSettings, Evaluator
 from stark_mcp.evaluator.trusted.worker import input_slots
-from stark_mcp.evaluator.workers import WORKER_MODULE
 from stark_mcp.problems import Problem, load_problem
 from stark_mcp.records import Status
 
@@ -84,8 +83,8 @@ async def test_repeated_evaluations_do_not_grow_the_device_memory_in_use(tmp_pat
     assert used[-1] - used[0] < 2.0, f"GiB in use after each evaluation: {[round(u, 2) for u in used]}"
 
 
-def _device_mib_of(module: str) -> list[int]:
-    """Device memory (MiB) of each process running ``python -m module``, as the driver counts it."""
+def _device_mib_of(pids: set[int]) -> list[int]:
+    """Device memory (MiB) of each of ``pids`` that holds any, as the driver counts it."""
     listed = subprocess.run(
         ["nvidia-smi", "--query-compute-apps=pid,used_memory", "--format=csv,noheader,nounits"],
         capture_output=True,
@@ -95,11 +94,7 @@ def _device_mib_of(module: str) -> list[int]:
     found = []
     for line in listed.strip().splitlines():
         pid, mib = (part.strip() for part in line.split(","))
-        try:
-            argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if module.encode() in argv:
+        if int(pid) in pids:
             found.append(int(mib))
     return found
 
@@ -122,7 +117,8 @@ async def test_between_evaluations_the_worker_holds_only_its_warm_baseline(tmp_p
             # never gets there, so this cannot pass by luck), then for the bound.
             deadline = time.monotonic() + 30
             while True:
-                held = _device_mib_of(WORKER_MODULE)
+                (slot,) = (await ev.worker_pool("cuda")).slots
+                held = _device_mib_of({slot.handle.proc.pid})
                 assert len(held) == 1, held
                 if held[0] * (1 << 20) <= regions + 1.25 * GIB or time.monotonic() > deadline:
                     break

@@ -45,7 +45,7 @@ _OPTION_FLAGS = {
     "strictatime": MS_STRICTATIME,
 }
 
-PR_SET_PDEATHSIG, PR_SET_DUMPABLE, PR_CAPBSET_DROP = 1, 4, 24
+PR_SET_PDEATHSIG, PR_SET_DUMPABLE, PR_SET_NAME, PR_CAPBSET_DROP = 1, 4, 15, 24
 PR_SET_NO_NEW_PRIVS, PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL = 38, 47, 4
 _PIVOT_ROOT = {"x86_64": 155, "aarch64": 41, "ppc64le": 203}
 _CAPSET = {"x86_64": 126, "aarch64": 91, "ppc64le": 184}
@@ -95,6 +95,11 @@ def _pivot_root(new: str, old: str) -> None:
 
 def prctl(option: int, arg: int = 0, arg3: int = 0) -> None:
     _check(_libc.prctl(option, ctypes.c_ulong(arg), ctypes.c_ulong(arg3), 0, 0), f"prctl({option})")
+
+
+def set_name(name: str) -> None:
+    """The name ``ps`` and ``top`` show (15 bytes): a forked process keeps the zygote's command line."""
+    _libc.prctl(PR_SET_NAME, ctypes.c_char_p(name.encode()[:15]), 0, 0, 0)
 
 
 # ---- the filesystem -------------------------------------------------------------------------------
@@ -319,6 +324,25 @@ def place_fds(targets: dict[int, int], stdin: int | None, stdout: int, stderr: i
 
 def _open_fds() -> list[int]:
     return [int(name) for name in os.listdir("/proc/self/fd") if name.isdigit()]
+
+
+# glibc reads these when a process starts; a forked one sets them itself (mallopt's parameter numbers).
+_MALLOC_PARAMS = {
+    "MALLOC_TRIM_THRESHOLD_": -1,
+    "MALLOC_TOP_PAD_": -2,
+    "MALLOC_MMAP_THRESHOLD_": -3,
+    "MALLOC_MMAP_MAX_": -4,
+    "MALLOC_ARENA_TEST": -7,
+    "MALLOC_ARENA_MAX": -8,
+}
+
+
+def apply_malloc_settings(env: dict[str, str]) -> None:
+    """What ``MALLOC_*`` in ``env`` would have set in a fresh process, set in this one."""
+    for name, param in _MALLOC_PARAMS.items():
+        if name in env:
+            if _libc.mallopt(ctypes.c_int(param), ctypes.c_int(int(env[name]))) != 1:
+                raise EnterError(0, f"mallopt {name}={env[name]} was refused")
 
 
 def close_fds_except(keep: set[int]) -> None:

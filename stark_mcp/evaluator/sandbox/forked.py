@@ -1,8 +1,12 @@
-"""The worker's side of the forked launcher (``zygote.py``): start it, ask it for jails, follow them.
+"""The client side of the forked launcher (``zygote.py``): start it, ask it for workers and jails,
+follow them.
 
-``ZygoteClient.start`` returns at once; the zygote imports torch in the background and the first
-request waits for it. A jail it started is a ``ForkedProcess``: ``pid``, ``poll()`` and ``wait()``
-as on a ``subprocess.Popen``, fed by the exit frames the zygote sends. Standard library only.
+The evaluating process has one zygote (``process_zygote``) and asks it for workers; each worker
+reaches it through the connection it was forked with (``ZygoteClient.connect``) and asks it for its
+runners' jails. ``ZygoteClient.start`` returns at once; the zygote imports torch in the background
+and the first request waits for it. What it started is a ``ForkedProcess``: ``pid``, ``poll()`` and
+``wait()`` as on a ``subprocess.Popen``, fed by the exit frames the zygote sends. Standard library
+only.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ REPLY_TIMEOUT_S = 60.0
 ZYGOTE_MODULE = "stark_mcp.evaluator.sandbox.zygote"
 # How the zygote's children run a module: the interpreter and flags every runner is started with.
 INTERPRETER = (sys.executable, "-P", "-X", "faulthandler")
+ZYGOTE_FD_ARG = "--zygote-fd="  # the last argument of a worker the zygote forked: its connection
 GONE = -9  # the code of a jail whose zygote died (its PID namespace died with it)
 
 
@@ -31,7 +36,7 @@ class ZygoteUnavailable(RuntimeError):
 
 
 class ZygoteClient:
-    def __init__(self, proc: subprocess.Popen[bytes], sock: socket.socket) -> None:
+    def __init__(self, sock: socket.socket, proc: subprocess.Popen[bytes] | None = None) -> None:
         self.proc, self.sock = proc, sock
         self.ready = threading.Event()
         self.closed = threading.Event()
@@ -45,6 +50,7 @@ class ZygoteClient:
 
     @classmethod
     def start(cls, env: dict[str, str], preload: tuple[str, ...] = ()) -> ZygoteClient:
+        """A zygote of this process's own; ``preload``: modules it imports besides its own list."""
         ours, theirs = socket.socketpair()
         try:
             proc = subprocess.Popen(
@@ -60,7 +66,12 @@ class ZygoteClient:
             raise ZygoteUnavailable(f"cannot start the zygote: {exc}") from None
         finally:
             theirs.close()
-        return cls(proc, ours)
+        return cls(ours, proc)
+
+    @classmethod
+    def connect(cls, fd: int) -> ZygoteClient:
+        """A worker's client, on the connection the zygote forked it with."""
+        return cls(socket.socket(fileno=fd))
 
     def runs(self, argv: list[str]) -> tuple[str, list[str]] | None:
         """(module, args) when ``argv`` is a module run the way the zygote's children run one."""
@@ -70,7 +81,8 @@ class ZygoteClient:
         return None
 
     def alive(self) -> bool:
-        return self.failure is None and not self.closed.is_set() and self.proc.poll() is None
+        started = self.proc is None or self.proc.poll() is None
+        return self.failure is None and not self.closed.is_set() and started
 
     def _read(self) -> None:
         try:
@@ -97,7 +109,19 @@ class ZygoteClient:
                 self.changed.notify_all()
 
     def start_jail(self, request: dict[str, Any], fds: list[int]) -> ForkedProcess:
-        """Fork a jail; ``fds`` are stdout, stderr, then the descriptors for ``request['fd_targets']``."""
+        """Fork a jail; ``fds`` are stdout, stderr, then the descriptors for ``request['fd_targets']``.
+        A jail that cannot be built makes this client unusable (``alive``): later ones go elsewhere."""
+        return self._start({**request, "kind": "jail"}, fds, remember_failure=True)
+
+    def start_worker(
+        self, module: str, args: list[str], env: dict[str, str], fds: list[int], targets: list[int]
+    ) -> ForkedProcess:
+        """Fork a trusted worker running ``module``; ``{zygote_fd}`` in ``args`` becomes the number of
+        its own connection to the zygote. ``fds``: stdout, stderr, then one per ``targets`` number."""
+        request = {"kind": "worker", "module": module, "args": args, "env": env, "fd_targets": targets}
+        return self._start(request, fds, remember_failure=False)
+
+    def _start(self, request: dict[str, Any], fds: list[int], remember_failure: bool) -> ForkedProcess:
         with self.lock:
             if not self.ready.wait(READY_TIMEOUT_S) or self.closed.is_set():
                 raise ZygoteUnavailable("the zygote did not become ready")
@@ -112,8 +136,10 @@ class ZygoteClient:
                 self.closed.set()  # a late answer would be taken for the next request's
                 raise ZygoteUnavailable("the zygote did not answer") from None
         if reply.get("kind") != "started":
-            self.failure = str(reply.get("message", reply))
-            raise ZygoteUnavailable(self.failure)
+            message = str(reply.get("message", reply))
+            if remember_failure:
+                self.failure = message
+            raise ZygoteUnavailable(message)
         return ForkedProcess(self, int(reply["pid"]))
 
     def exit_of(self, pid: int, timeout: float | None) -> int | None:
@@ -124,16 +150,42 @@ class ZygoteClient:
             return GONE if self.closed.is_set() else None
 
     def close(self) -> None:
+        """Hang up: the zygote kills what this connection asked for (and, for its parent, exits)."""
         with contextlib.suppress(OSError):
             self.sock.shutdown(socket.SHUT_RDWR)
         self.sock.close()
-        try:
-            self.proc.wait(5)
-        except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(self.proc.pid, 9)
-            self.proc.wait(5)
+        if self.proc is not None:
+            try:
+                self.proc.wait(5)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(self.proc.pid, 9)
+                self.proc.wait(5)
         self.reader.join(5)
+
+
+_process_zygote: tuple[int, ZygoteClient] | None = None
+_process_lock = threading.Lock()
+
+
+def process_zygote(env: dict[str, str]) -> ZygoteClient | None:
+    """This process's zygote, started on first use (and again if it died), or None if it cannot be
+    started. ``env`` is its environment: each child gets its own on top."""
+    global _process_zygote
+    with _process_lock:
+        if _process_zygote is not None:
+            pid, client = _process_zygote
+            if pid == os.getpid() and client.alive():
+                return client
+            if pid == os.getpid():
+                client.close()
+            _process_zygote = None
+        try:
+            client = ZygoteClient.start(env)
+        except ZygoteUnavailable:
+            return None
+        _process_zygote = (os.getpid(), client)
+        return client
 
 
 class ForkedProcess:

@@ -34,7 +34,7 @@ from stark_mcp.evaluator.common import frames
 from stark_mcp.evaluator.outside_tools import TOOLS, ToolPaths
 from stark_mcp.evaluator.sandbox.cgroups import remove_own, sweep_stale
 from stark_mcp.evaluator.sandbox.env import scrub_env
-from stark_mcp.evaluator.sandbox.forked import ZygoteClient, ZygoteUnavailable
+from stark_mcp.evaluator.sandbox.forked import ZYGOTE_FD_ARG, ZygoteClient
 from stark_mcp.evaluator.sandbox.host_layout import spare_cores, timing_cores
 from stark_mcp.evaluator.sandbox.launch import JailSpec, Mount, inside_path
 from stark_mcp.evaluator.sandbox.levels import IsolationInfo, SandboxPolicy, detect
@@ -47,7 +47,7 @@ from stark_mcp.evaluator.trusted.driver import (
     host_available_bytes,
 )
 from stark_mcp.evaluator.trusted.problem import LoadedProblem, ProblemFailure, ResourceExhausted
-from stark_mcp.evaluator.trusted.runners import RUNNER_MODULE, RunnerDied, RunnerHandle, RunnerTimeout
+from stark_mcp.evaluator.trusted.runners import RunnerDied, RunnerHandle, RunnerTimeout
 from stark_mcp.evaluator.trusted.session import InfraError, Session
 
 GPU_SPIN_S = 0.005  # spin this long before sleeping on a doorbell: wake-ups inside the bracket cost us
@@ -140,6 +140,7 @@ class Worker:
         info: IsolationInfo,
         outside: ToolPaths | None = None,
         fork: bool = True,
+        zygote: ZygoteClient | None = None,
     ) -> None:
         self.out_fd, self.device, self.workdir = out_fd, device, workdir
         self.outside = outside or ToolPaths()  # Nsight Compute and compute-sanitizer (trusted/profiling.py)
@@ -165,7 +166,7 @@ class Worker:
         self.spares: list[Spare] = []
         self.spares_wanted: dict[str, Any] | None = None  # the settings of the next spares, once idle
         self.fork = fork
-        self._zygote: ZygoteClient | None = None
+        self._zygote = zygote
 
     def send(self, frame: dict[str, Any]) -> None:
         frames.send(self.out_fd, frame)
@@ -204,18 +205,12 @@ class Worker:
         )
 
     def zygote(self) -> ZygoteClient | None:
-        """Where runners are forked from (``sandbox/zygote.py``): only where their jail runs as root at
-        the sandbox level. Started with the first problem, so its import of torch overlaps the
-        problem's loading; a new one replaces one that died."""
+        """Where runners are forked from (``sandbox/zygote.py``, the zygote that forked this worker):
+        only where their jail runs as root at the sandbox level, and while it can build jails."""
         if not (self.fork and self.info.level == "sandbox" and self.info.root):
             return None
         if self._zygote is None or not self._zygote.alive():
-            if self._zygote is not None:
-                self._zygote.close()
-            try:
-                self._zygote = ZygoteClient.start(self.jail_spec("candidate", {}).env, (RUNNER_MODULE,))
-            except ZygoteUnavailable:
-                self._zygote = None
+            return None
         return self._zygote
 
     # -- commands ------------------------------------------------------------------------------------
@@ -229,7 +224,6 @@ class Worker:
         if key in self.problems:
             self.send(self._loaded(self.problems[key].problem))
             return
-        self.zygote()
         job_dir = tempfile.mkdtemp(prefix="problem-", dir=self.workdir)
         shutil.copyfile(cmd["path"], os.path.join(job_dir, "problem.py"))
         problem = LoadedProblem(key, str(cmd["name"]), os.path.join(job_dir, "problem.py"), self.device)
@@ -802,6 +796,9 @@ def _session_settings(settings: dict[str, Any], cuda: bool) -> dict[str, Any]:
 
 
 def main(argv: list[str]) -> None:
+    zygote = None
+    if argv and argv[-1].startswith(ZYGOTE_FD_ARG):  # forked by the zygote: its connection for jails
+        zygote = ZygoteClient.connect(int(argv.pop()[len(ZYGOTE_FD_ARG) :]))
     in_fd, out_fd, device, workdir = int(argv[0]), int(argv[1]), argv[2], argv[3]
     gpu_index, policy = int(argv[4]), SandboxPolicy.from_json(argv[5])
     outside = ToolPaths.from_json(argv[6]) if len(argv) > 6 else ToolPaths()
@@ -812,7 +809,7 @@ def main(argv: list[str]) -> None:
     info = detect(policy)
     if info.cgroup:
         sweep_stale(info.cgroup)
-    worker = Worker(out_fd, device, workdir, gpu_index, info, outside, fork=policy.fork)
+    worker = Worker(out_fd, device, workdir, gpu_index, info, outside, fork=policy.fork, zygote=zygote)
     frames.send(
         out_fd,
         {
