@@ -305,7 +305,7 @@ def test_a_module_the_zygote_preloaded_runs_as_python_m_runs_it(tmp_path) -> Non
 
 
 FAKE_WORKER = """
-import sys, time
+import os, sys, time
 from stark_mcp.evaluator.sandbox.forked import INTERPRETER, ZYGOTE_FD_ARG, ZygoteClient
 from stark_mcp.evaluator.sandbox.launch import Jail, JailSpec
 from stark_mcp.evaluator.sandbox.levels import detect
@@ -313,7 +313,7 @@ from stark_mcp.evaluator.sandbox.levels import detect
 zygote = ZygoteClient.connect(int(sys.argv[-1][len(ZYGOTE_FD_ARG):]))
 spec = JailSpec(argv=[*INTERPRETER, "-m", "time_waster"], env={"PYTHONPATH": ROOT}, visible=[ROOT])
 jail = Jail.start(spec, detect(), stdout=1, stderr=2, zygote=zygote)
-print("jail", type(jail.proc).__name__, jail.proc.pid, flush=True)
+os.write(1, f"jail {type(jail.proc).__name__} {jail.proc.pid}\\n".encode())  # one write: lines stay whole
 time.sleep(300)
 """
 
@@ -323,17 +323,20 @@ def test_what_a_worker_asked_for_dies_with_its_connection(tmp_path) -> None:
     (the parent killed it, say, cancelling its command), the zygote kills every jail it asked for."""
     root = tmp_path / "probe"
     root.mkdir()
-    (root / "time_waster.py").write_text("import time\nprint('up', flush=True)\ntime.sleep(300)\n")
+    (root / "time_waster.py").write_text("import os, time\nos.write(1, b'up\\n')\ntime.sleep(300)\n")
     (root / "fake_worker.py").write_text(FAKE_WORKER.replace("ROOT", repr(str(root))))
     paths = [str(root), *filter(None, [os.environ.get("PYTHONPATH")])]
     env = {**_zygote_env(), "PYTHONPATH": os.pathsep.join(paths)}
     client = ZygoteClient.start(env)
     read, write = os.pipe()
+    errors = os.open(tmp_path / "worker.err", os.O_WRONLY | os.O_CREAT, 0o600)
     try:
-        worker = client.start_worker("fake_worker", [ZYGOTE_FD_ARG + "{zygote_fd}"], env, [write, 2], [])
+        worker = client.start_worker("fake_worker", [ZYGOTE_FD_ARG + "{zygote_fd}"], env, [write, errors], [])
         os.close(write)
+        os.close(errors)
         with os.fdopen(read) as out:
             said = [out.readline().split() for _ in range(2)]
+        assert all(said), (said, worker.poll(), (tmp_path / "worker.err").read_text())
         jail_line = next(line for line in said if line[0] == "jail")
         assert sorted(line[0] for line in said) == ["jail", "up"] and jail_line[1] == "ForkedProcess", said
         jail = int(jail_line[-1])
