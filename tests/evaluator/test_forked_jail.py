@@ -363,3 +363,34 @@ def _descendants(pid: int) -> list[int]:
 def _comm(pid: int) -> str:
     with open(f"/proc/{pid}/comm") as fh:
         return fh.read().strip()
+
+
+def test_a_runner_the_zygote_half_built_is_started_afresh_by_bubblewrap(zygote, monkeypatch) -> None:
+    """A forked jail that fails after its runner started (its hello already on the socket) is not
+    retried on the same descriptors: bubblewrap starts a runner on fresh ones, which says hello once.
+    Falling back inside the jail, on the same socket, had the worker read the stale runner's hello
+    as the start of the next frame (a channel error, seen once under load)."""
+    import select
+
+    from stark_mcp.evaluator.trusted.runners import RunnerHandle
+
+    real = ZygoteClient.start_jail
+
+    def half_built(self, request, fds):
+        real(self, request, fds)
+        time.sleep(1.5)  # the forked runner says hello meanwhile
+        raise ZygoteUnavailable("failed late, for this test")
+
+    monkeypatch.setattr(ZygoteClient, "start_jail", half_built)
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "PYTHONUNBUFFERED": "1"}
+    if os.environ.get("PYTHONPATH"):
+        env["PYTHONPATH"] = os.environ["PYTHONPATH"]
+    runner = RunnerHandle("candidate", "cpu", 0.0)
+    try:
+        runner.start(JailSpec(argv=[], env=env), detect(), zygote=zygote)
+        assert type(runner.jail.proc).__name__ == "Popen"  # bubblewrap's
+        hello = runner._hello(time.monotonic() + 120)  # the kernel names the process that said it
+        assert hello in _descendants(runner.jail.proc.pid), "a hello from the half-built jail's runner"
+        assert not select.select([runner._sock], [], [], 1.0)[0], "a second hello on the runner's socket"
+    finally:
+        runner.close()

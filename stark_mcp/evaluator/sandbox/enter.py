@@ -311,13 +311,7 @@ def place_fds(targets: dict[int, int], stdin: int | None, stdout: int, stderr: i
         os.dup2(moved[fd], at, inheritable=True)
     null = os.open("/dev/null", os.O_RDONLY) if stdin is None else stdin
     os.dup2(null, 0, inheritable=True)
-    keep = {0, 1, 2, *targets.values()}
-    for fd in _open_fds():
-        if fd not in keep:
-            try:
-                os.close(fd)
-            except OSError:
-                pass
+    close_fds_except({0, 1, 2, *targets.values()})
     for fd in targets.values():
         os.set_inheritable(fd, True)
 

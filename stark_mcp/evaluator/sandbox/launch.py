@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from stark_mcp.evaluator.sandbox.cgroups import CGroup
-from stark_mcp.evaluator.sandbox.forked import ZygoteClient, ZygoteUnavailable
+from stark_mcp.evaluator.sandbox.forked import ZygoteClient
 from stark_mcp.evaluator.sandbox.host_layout import GpuLayoutError, gpu_device_nodes, jail_visible_devices
 from stark_mcp.evaluator.sandbox.layout import (
     ALWAYS_HIDDEN,
@@ -244,7 +244,8 @@ class Jail:
         zygote: ZygoteClient | None = None,
     ) -> Jail:
         """With ``zygote``, a module run at the sandbox level as root is forked from it (``zygote.py``)
-        instead of started by bubblewrap: the same walls, without importing torch again."""
+        instead of started by bubblewrap: the same walls, without importing torch again. If it
+        cannot, ``ZygoteUnavailable`` says why (and the zygote client is no longer ``alive``)."""
         jail = cls(spec, info or detect())
         try:
             jail._start(pass_fds, stdout, stderr, zygote)
@@ -285,12 +286,12 @@ class Jail:
             )
         call = zygote.runs(spec.argv) if zygote is not None and zygote.alive() else None
         if call is not None and self.level == "sandbox" and info.root:
-            try:
-                self.proc = zygote.start_jail(*self._fork_request(call, env, pass_fds, stdout, stderr))
-                self.child_pid = self.proc.pid
-                return
-            except ZygoteUnavailable as exc:  # the same jail through bubblewrap, and said so
-                print(f"stark-mcp: forking a jail failed, using bubblewrap: {exc}", file=sys.stderr)
+            # ZygoteUnavailable propagates (start() closes this jail, and cgroup.kill takes whatever
+            # the attempt started): its caller retries with fresh descriptors, not these, which a
+            # half-built jail may already have written to.
+            self.proc = zygote.start_jail(*self._fork_request(call, env, pass_fds, stdout, stderr))
+            self.child_pid = self.proc.pid
+            return
         argv = self._argv(env)
         info_r = info_w = None
         if self.level == "sandbox":

@@ -231,12 +231,7 @@ class WorkerPlan(ModuleRun):
     its connection here, whose number replaces ``{zygote_fd}`` in its arguments."""
 
     def run(self, conn: int, zygote: int) -> None:
-        signal.set_wakeup_fd(-1)
-        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-        os.setsid()
-        enter.prctl(enter.PR_SET_PDEATHSIG, signal.SIGKILL)
-        if os.getppid() != zygote:
-            os._exit(1)
+        _leave(zygote)
         at = max([*self.targets.values(), 2]) + 1
         enter.place_fds({**self.targets, conn: at}, None, self.stdout, self.stderr)
         self.become([a.replace("{zygote_fd}", str(at)) for a in self.args])
@@ -263,12 +258,7 @@ class JailPlan(ModuleRun):
 
     def run(self, ack: int, zygote: int, keep: set[int]) -> None:
         """C: leave the zygote's session and signals, enter the cgroup, unshare, start I, mirror it."""
-        signal.set_wakeup_fd(-1)
-        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-        os.setsid()
-        enter.prctl(enter.PR_SET_PDEATHSIG, signal.SIGKILL)
-        if os.getppid() != zygote:
-            os._exit(1)
+        _leave(zygote)
         enter.set_name("stark-jail")
         enter.close_fds_except(keep)
         if self.cgroup_procs:
@@ -283,7 +273,11 @@ class JailPlan(ModuleRun):
         init = os.fork()
         if init == 0:
             self._init(ack)
-        enter.close_fds_except(set())
+        # By name, not through /proc/self/fd: this mount namespace is I's, whose new /proc belongs to
+        # a PID namespace this process is not in (a listing raced I's pivot and failed under load).
+        for fd in keep:
+            with contextlib.suppress(OSError):
+                os.close(fd)
         _, status = os.waitpid(init, 0)
         os._exit(exit_code(status))
 
@@ -327,6 +321,17 @@ class JailPlan(ModuleRun):
         _tell(ack_at, "ok")
         os.close(ack_at)
         self.run_module()
+
+
+def _leave(zygote: int) -> None:
+    """A child's first steps: the zygote's signal handling undone, a session of its own, and death
+    with the zygote (already gone: then at once)."""
+    signal.set_wakeup_fd(-1)
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    os.setsid()
+    enter.prctl(enter.PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != zygote:
+        os._exit(1)
 
 
 def _tell(fd: int, text: str) -> None:

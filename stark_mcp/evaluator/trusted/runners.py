@@ -18,6 +18,7 @@ import os
 import select
 import signal
 import socket
+import sys
 import threading
 import time
 from collections import deque
@@ -29,7 +30,7 @@ import torch
 
 from stark_mcp.evaluator.common import control, frames
 from stark_mcp.evaluator.common.regions import Region
-from stark_mcp.evaluator.sandbox.forked import INTERPRETER, ZygoteClient
+from stark_mcp.evaluator.sandbox.forked import INTERPRETER, ZygoteClient, ZygoteUnavailable
 from stark_mcp.evaluator.sandbox.launch import Jail, JailCpu, JailSpec
 from stark_mcp.evaluator.sandbox.levels import IsolationInfo
 from stark_mcp.evaluator.trusted.runner_memory import RunnerMemory, enable_credentials, sender_pid
@@ -139,7 +140,25 @@ class RunnerHandle:
 
         ``prefix`` wraps the runner's command (a profiler or a sanitizer). Such a launcher may not
         pass inherited descriptors on, so with ``connect`` (the host path of a socket in a mount
-        and the path the jail sees) the runner fetches them from that socket instead."""
+        and the path the jail sees) the runner fetches them from that socket instead. With
+        ``zygote``, a runner without a prefix is forked from it instead of started by bubblewrap,
+        and started by bubblewrap after all, with descriptors of its own, if the zygote cannot."""
+        if zygote is not None and connect is None and not prefix:
+            try:
+                self._start(spec, info, connect, prefix, zygote)
+                return
+            except ZygoteUnavailable as exc:
+                print(f"stark-mcp: bubblewrap starts a runner the zygote could not: {exc}", file=sys.stderr)
+        self._start(spec, info, connect, prefix, None)
+
+    def _start(
+        self,
+        spec: JailSpec,
+        info: IsolationInfo,
+        connect: tuple[str, str] | None,
+        prefix: Sequence[str],
+        zygote: ZygoteClient | None,
+    ) -> None:
         block, block_fd = control.create()
         self.side = control.WorkerSide(block)
         go_r, go_w = control.nonblocking_pipe()
@@ -165,13 +184,15 @@ class RunnerHandle:
             keep = [block_fd, go_r, done_w]
         try:
             self.jail = Jail.start(
-                spec,
-                info,
-                pass_fds=tuple(child_fds),
-                stdout=log_w,
-                stderr=log_w,
-                zygote=None if prefix else zygote,
+                spec, info, pass_fds=tuple(child_fds), stdout=log_w, stderr=log_w, zygote=zygote
             )
+        except BaseException:
+            for fd in (go_w, done_r, log_r):
+                os.close(fd)
+            if connect is None:
+                self._sock.close()
+            self._close_handover()
+            raise
         finally:
             for fd in [fd for fd in (block_fd, go_r, done_w) if fd not in keep] + [log_w]:
                 os.close(fd)
