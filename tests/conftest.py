@@ -5,8 +5,9 @@ Many tests wait on processes more than they compute (the server tests kept 0.53 
 busy), so three workers share it well: 583-632 s against 870-890 s on one, in clean-clone runs on
 26-27 Nov 2026. With three the machine is busy (78-86% of both cores, by `vmstat`), and four were
 slower (624 s; 625 s against 587 s late on 26 Nov). On a slower VM (`import torch` 3 CPU-s against
-1.2) the suite took 24 to 26 minutes: it is CPU-bound, and about half its CPU time is spent in processes
-that each start by importing torch (docs/benchmarks/suite.md, `tools/suite_profile.py`).
+1.2) the suite took 24 to 26 minutes while about half its CPU went to processes that each start by
+importing torch; with workers and runners forked from a zygote that imports it once it takes 816-906
+s there (docs/benchmarks/suite.md, `tools/suite_profile.py`).
 
 A test that judges a timing (an honest control must not be flagged, a cheat must not gain a speedup)
 measures the machine as a user's evaluation would, so it runs alone: marked ``alone``, it takes an
