@@ -14,7 +14,6 @@ import os
 import shutil
 import signal
 import struct
-import sys
 import tempfile
 import time
 from collections.abc import Awaitable, Callable
@@ -25,6 +24,7 @@ from stark_mcp.evaluator.errors import EvaluatorError
 from stark_mcp.evaluator.outside_tools import ToolPaths
 from stark_mcp.evaluator.sandbox.env import scrub_env
 from stark_mcp.evaluator.sandbox.forked import (
+    INTERPRETER,
     ZYGOTE_FD_ARG,
     ForkedProcess,
     ZygoteClient,
@@ -105,10 +105,7 @@ class WorkerClient:
                 self.proc = await self._fork(zygote, args, env, in_r, out_w)
             if self.proc is None:
                 self.proc = await asyncio.create_subprocess_exec(
-                    sys.executable,
-                    "-P",
-                    "-X",
-                    "faulthandler",
+                    *INTERPRETER,
                     "-m",
                     WORKER_MODULE,
                     *args,

@@ -52,6 +52,18 @@ def reach_init():
             found.append(name)
         except OSError:
             pass
+    for name in ("fd", "fdinfo", "cwd", "root", "map_files"):  # the init's descriptors and its root
+        try:
+            os.listdir(f"/proc/1/{name}")
+            found.append(f"list {name}")
+        except OSError:
+            pass
+    for name in ("exe", "ns/mnt", "ns/pid"):
+        try:
+            os.close(os.open(f"/proc/1/{name}", os.O_RDONLY))
+            found.append(f"open {name}")
+        except OSError:
+            pass
     try:
         os.kill(1, signal_zero := 0)
         found.append("signal")

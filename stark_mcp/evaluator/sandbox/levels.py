@@ -38,8 +38,9 @@ class SandboxPolicy:
     isolation: str = "auto"  # auto (the strongest possible) or a level, to force a weaker one
     bwrap: str | None = None  # a bwrap binary (default: the one on PATH)
     uid_base: int = DEFAULT_UID_BASE  # first of the uids candidates run as (root only)
-    # Runners forked from a process that already imported torch (sandbox/zygote.py) where the jail
-    # runs as root; False starts each one through bubblewrap, as tool-wrapped runners always are.
+    # Workers, and runner jails where the jail runs as root, forked from a process that already
+    # imported torch (sandbox/zygote.py); False starts each as a fresh interpreter (runners through
+    # bubblewrap, as tool-wrapped runners always are).
     fork: bool = True
 
     def __post_init__(self) -> None:

@@ -139,7 +139,6 @@ class Worker:
         gpu_index: int,
         info: IsolationInfo,
         outside: ToolPaths | None = None,
-        fork: bool = True,
         zygote: ZygoteClient | None = None,
     ) -> None:
         self.out_fd, self.device, self.workdir = out_fd, device, workdir
@@ -165,8 +164,7 @@ class Worker:
         self.visible: list[str] = []
         self.spares: list[Spare] = []
         self.spares_wanted: dict[str, Any] | None = None  # the settings of the next spares, once idle
-        self.fork = fork
-        self._zygote = zygote
+        self._zygote = zygote  # set only in a worker the zygote forked (SandboxPolicy.fork)
 
     def send(self, frame: dict[str, Any]) -> None:
         frames.send(self.out_fd, frame)
@@ -207,7 +205,7 @@ class Worker:
     def zygote(self) -> ZygoteClient | None:
         """Where runners are forked from (``sandbox/zygote.py``, the zygote that forked this worker):
         only where their jail runs as root at the sandbox level, and while it can build jails."""
-        if not (self.fork and self.info.level == "sandbox" and self.info.root):
+        if not (self.info.level == "sandbox" and self.info.root):
             return None
         if self._zygote is None or not self._zygote.alive():
             return None
@@ -809,7 +807,7 @@ def main(argv: list[str]) -> None:
     info = detect(policy)
     if info.cgroup:
         sweep_stale(info.cgroup)
-    worker = Worker(out_fd, device, workdir, gpu_index, info, outside, fork=policy.fork, zygote=zygote)
+    worker = Worker(out_fd, device, workdir, gpu_index, info, outside, zygote=zygote)
     frames.send(
         out_fd,
         {
