@@ -44,7 +44,7 @@ _ext = load_inline(
     name="gated_bias_cpu",
     cpp_sources=cpp_source,
     functions=["gated_bias"],
-    extra_cflags=["-O3"],
+    extra_cflags=["-O3", "-fno-trapping-math"],  # the flags device_cpu.md asks for
 )
 
 

@@ -33,6 +33,7 @@ VARIABLES: dict[str, str] = {
     "home": "STARK_HOME",
     "db_path": "STARK_DB_PATH",
     "cache_dir": "STARK_CACHE_DIR",
+    "toolchain_dir": "STARK_TOOLCHAIN_DIR",
     "device": "STARK_DEVICE",
     "log_level": "STARK_LOG_LEVEL",
     "llm": "STARK_LLM",
@@ -68,6 +69,11 @@ class Settings(BaseModel):
     home: Path = Field(default_factory=_default_home, description="data directory")
     db_path: Path | None = Field(None, description="SQLite file; default <home>/stark.db")
     cache_dir: Path | None = Field(None, description="build and baseline caches; default <home>/cache")
+    toolchain_dir: Path | None = Field(
+        None,
+        description="precompiled headers and include profiles, made by stark-mcp itself and shareable "
+        "between caches; default <cache>/toolchain",
+    )
     device: Device = Field("auto", description="device for new runs and evaluations unless one is given")
     log_level: LogLevel = Field("WARNING", description="logging level of the CLI and the server (stderr)")
     llm: str = Field("anthropic", description="LLM backend: anthropic or scripted:<file>")
@@ -148,3 +154,12 @@ class Settings(BaseModel):
     @property
     def cache(self) -> Path:
         return (self.cache_dir or self.home / "cache").expanduser()
+
+    @property
+    def toolchain(self) -> Path:
+        return (self.toolchain_dir or default_toolchain_dir(self.cache)).expanduser()
+
+
+def default_toolchain_dir(cache_dir: Path) -> Path:
+    """Where a cache keeps its precompiled headers and include profiles unless told otherwise."""
+    return cache_dir / "toolchain"

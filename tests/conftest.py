@@ -34,8 +34,18 @@ from typing import IO
 
 import pytest
 
+from tests.toolchain import VARIABLE as TOOLCHAIN_VARIABLE
+
 SHARED_EVALUATOR_FOLDERS = ("adversarial", "evaluator")
 SHARED_EVALUATOR_FIXTURES = {"evaluator", "cache_dir", "suite_evaluator", "suite_cache"}
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    # The same folder in every worker (their base directories share the session's) and in the
+    # controller; set before any test, so every CLI and server a test starts inherits it.
+    base = session.config._tmp_path_factory.getbasetemp()  # type: ignore[attr-defined]
+    folder = base.parent if "PYTEST_XDIST_WORKER" in os.environ else base
+    os.environ[TOOLCHAIN_VARIABLE] = str(folder / "toolchain")
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist's own, which reads the groups into the test ids

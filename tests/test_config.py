@@ -29,6 +29,20 @@ def test_paths_follow_home_unless_named(tmp_path: Path) -> None:
         "STARK_CACHE_DIR": str(tmp_path / "cache"),
     })
     assert (named.database, named.cache) == (tmp_path / "my.db", tmp_path / "cache")
+    assert named.toolchain == tmp_path / "cache" / "toolchain"
+    shared = Settings.from_env({"STARK_CACHE_DIR": str(tmp_path / "cache"),
+                                "STARK_TOOLCHAIN_DIR": str(tmp_path / "shared")})
+    assert (shared.cache, shared.toolchain) == (tmp_path / "cache", tmp_path / "shared")
+
+
+def test_stark_toolchain_dir_is_where_the_evaluator_keeps_its_headers(tmp_path: Path) -> None:
+    from stark_mcp.orchestrator.session import open_evaluator
+
+    settings = Settings.from_env({"STARK_HOME": str(tmp_path / "home"),
+                                  "STARK_TOOLCHAIN_DIR": str(tmp_path / "shared")})
+    evaluator = open_evaluator(settings)
+    assert evaluator.extensions.toolchain_dir == tmp_path / "shared"
+    assert str(tmp_path / "shared") in evaluator.hidden  # no candidate reads or writes it
 
 
 def test_every_variable_lands_in_its_field(tmp_path: Path) -> None:

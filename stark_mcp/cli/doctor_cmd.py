@@ -45,6 +45,7 @@ class DoctorReport(BaseModel):
     home: str
     database: str
     cache: str
+    toolchain: str
 
     @property
     def ok(self) -> bool:
@@ -97,6 +98,7 @@ def gather(settings: Settings) -> DoctorReport:
         home=str(settings.home),
         database=str(settings.database),
         cache=str(settings.cache),
+        toolchain=str(settings.toolchain),
     )
     report.isolation, report.isolation_lines, report.isolation_error = isolation_report(settings)
     return report
@@ -124,6 +126,7 @@ def render(report: DoctorReport) -> str:
         if report.isolation_requested != "auto":
             lines.append(f"  (STARK_ISOLATION={report.isolation_requested})")
     lines += [f"data: {report.home}", f"  database: {report.database}", f"  cache: {report.cache}"]
+    lines.append(f"  toolchain: {report.toolchain}")
     return "\n".join(lines)
 
 

@@ -96,14 +96,19 @@ def open_executor(
     tool_paths: ToolPaths | None = None,
     gpus: str | Sequence[int] | None = None,
     ray_address: str | None = None,
+    toolchain_dir: Path | None = None,
 ) -> Executor:
     """The executor ``kind`` over ``cache_dir`` (not entered yet: use it as ``async with``)."""
     if kind == "ray":
         from stark_mcp.evaluator.ray_executor import RayExecutor
 
         return RayExecutor(
-            cache_dir, settings, hidden=hidden, policy=policy, tool_paths=tool_paths, address=ray_address
-        )
+            cache_dir, settings, hidden=hidden, policy=policy, tool_paths=tool_paths, address=ray_address,
+            toolchain_dir=toolchain_dir,
+        )  # fmt: skip
     from stark_mcp.evaluator.service import Evaluator
 
-    return Evaluator(cache_dir, settings, hidden=hidden, policy=policy, tool_paths=tool_paths, gpus=gpus)
+    return Evaluator(
+        cache_dir, settings, hidden=hidden, policy=policy, tool_paths=tool_paths, gpus=gpus,
+        toolchain_dir=toolchain_dir,
+    )  # fmt: skip

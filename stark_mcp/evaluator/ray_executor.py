@@ -23,6 +23,7 @@ from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
 
+from stark_mcp.config import default_toolchain_dir
 from stark_mcp.errors import StarkError
 from stark_mcp.evaluator.errors import EvaluatorError
 from stark_mcp.evaluator.outside_tools import ToolPaths
@@ -67,7 +68,14 @@ class EvaluationActor:
     """Runs inside a Ray actor: an ``Evaluator`` on this actor's device, answering in JSON text."""
 
     def __init__(
-        self, cache_dir: str, settings: str, hidden: list[str], policy: str, device: str, tools: str
+        self,
+        cache_dir: str,
+        settings: str,
+        hidden: list[str],
+        policy: str,
+        device: str,
+        tools: str,
+        toolchain_dir: str,
     ) -> None:
         from stark_mcp.evaluator.service import Evaluator
 
@@ -75,6 +83,7 @@ class EvaluationActor:
         self.evaluator = Evaluator(
             Path(cache_dir),
             EvalSettings.model_validate_json(settings),
+            toolchain_dir=Path(toolchain_dir),
             hidden=[Path(h) for h in hidden],
             policy=SandboxPolicy.from_json(policy),
             tool_paths=ToolPaths.from_json(tools),
@@ -165,7 +174,9 @@ class EvaluationActor:
         await self.evaluator.__aexit__(None, None, None)
 
 
-def build_on_node(cache_dir: str, source: str, info: dict[str, Any], timeout: float, policy: str) -> str:
+def build_on_node(
+    cache_dir: str, toolchain_dir: str, source: str, info: dict[str, Any], timeout: float, policy: str
+) -> str:
     """A Ray CPU task: build ``source`` into this node's build cache, where its actors look for it."""
     from stark_mcp.evaluator.builds import BuildCache
     from stark_mcp.evaluator.extensions import ExtensionCache
@@ -179,7 +190,7 @@ def build_on_node(cache_dir: str, source: str, info: dict[str, Any], timeout: fl
         root / "builds",
         integrity,
         # this task's event loop ends with the build: background work would die unfinished
-        ExtensionCache(root / "extensions", root / "toolchain", integrity, background_pch=False),
+        ExtensionCache(root / "extensions", Path(toolchain_dir), integrity, background_pch=False),
     )
     outcome = asyncio.run(
         cache.build(
@@ -221,10 +232,12 @@ class RayExecutor:
         tool_paths: ToolPaths | None = None,
         address: str | None = None,
         actors: int | None = None,
+        toolchain_dir: Path | None = None,
     ) -> None:
         self.cache_dir = Path(cache_dir)
+        self.toolchain_dir = Path(toolchain_dir) if toolchain_dir else default_toolchain_dir(self.cache_dir)
         self.settings = settings or EvalSettings()
-        self.hidden = [str(p) for p in [self.cache_dir, *(hidden or [])]]
+        self.hidden = [str(p) for p in [self.cache_dir, self.toolchain_dir, *(hidden or [])]]
         self.policy = policy or SandboxPolicy()
         self.tool_paths = tool_paths or ToolPaths()
         self.address = address
@@ -295,6 +308,7 @@ class RayExecutor:
             self.policy.to_json(),
             self.device,
             self.tool_paths.to_json(),
+            str(self.toolchain_dir),
         )
         try:
             text = await handle.describe.remote()
@@ -501,7 +515,10 @@ class RayExecutor:
         node = max(counts, key=lambda n: counts[n]) if counts else ray.get_runtime_context().get_node_id()
         info = next((slot.handle.info for slot in live if slot.handle.node == node), live[0].handle.info)
         task = self._build_task.options(scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=False))
-        text = await task.remote(str(self.cache_dir), source, info, s.build_timeout_s, self.policy.to_json())
+        text = await task.remote(
+            str(self.cache_dir), str(self.toolchain_dir), source, info, s.build_timeout_s,
+            self.policy.to_json(),
+        )  # fmt: skip
         data = _object(text)
         if data.get("ok") is True:
             return node, None

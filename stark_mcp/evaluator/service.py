@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from stark_mcp.config import default_toolchain_dir
 from stark_mcp.evaluator import assemble, profiles
 from stark_mcp.evaluator.builds import BuildCache
 from stark_mcp.evaluator.cache import BaselineCache, ResultCache
@@ -84,8 +85,11 @@ class Evaluator:
         tool_paths: ToolPaths | None = None,
         gpus: str | Sequence[int] | None = None,
         cpu_workers: int = 1,
+        toolchain_dir: Path | None = None,
     ) -> None:
         self.cache_dir = Path(cache_dir)
+        # Only trusted code writes it, so caches may share one: each then makes its headers once.
+        self.toolchain_dir = Path(toolchain_dir) if toolchain_dir else default_toolchain_dir(self.cache_dir)
         self.gpus = parse_gpus(gpus)  # None: every visible GPU
         self.cpu_workers = max(1, cpu_workers)
         self._gpu_choice: GpuChoice | None = None
@@ -94,11 +98,9 @@ class Evaluator:
         self.settings = settings or EvalSettings()
         self.prober = Prober(self.cache_dir)
         self.integrity = Integrity(self.cache_dir)
-        self.hidden = [str(p) for p in [self.cache_dir, *(hidden or [])]]
+        self.hidden = [str(p) for p in [self.cache_dir, self.toolchain_dir, *(hidden or [])]]
         self._isolation: IsolationInfo | None = None
-        self.extensions = ExtensionCache(
-            self.cache_dir / "extensions", self.cache_dir / "toolchain", self.integrity
-        )
+        self.extensions = ExtensionCache(self.cache_dir / "extensions", self.toolchain_dir, self.integrity)
         self.builds = BuildCache(self.cache_dir / "builds", self.integrity, self.extensions)
         self._build_slots = asyncio.Semaphore(build_workers or max(1, (os.cpu_count() or 2) // 2))
         self._build_locks: dict[str, asyncio.Lock] = defaultdict(asyncio.Lock)

@@ -86,6 +86,7 @@ def open_evaluator(settings: Settings, eval_settings: EvalSettings | None = None
         tool_paths=tool_paths(settings),
         gpus=settings.gpus,
         ray_address=settings.ray_address,
+        toolchain_dir=settings.toolchain,
     )
 
 

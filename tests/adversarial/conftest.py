@@ -5,6 +5,7 @@ from pathlib import Path
 import pytest
 
 from stark_mcp.evaluator import EvalSettings, Evaluator
+from tests.toolchain import shared_toolchain
 
 # Short budgets: each case is judged on correctness calls plus a brief interleaved timing loop. Not
 # shorter than 40 calls: the honest controls' check compares two medians to ~0.1 ms on a 2-core VM
@@ -35,5 +36,5 @@ def suite_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="session")
 async def suite_evaluator(suite_cache: Path):
-    async with Evaluator(suite_cache, SUITE) as ev:
+    async with Evaluator(suite_cache, SUITE, toolchain_dir=shared_toolchain()) as ev:
         yield ev

@@ -13,6 +13,7 @@ import torch
 from stark_mcp.evaluator import EvalSettings, Evaluator
 from stark_mcp.problems import load_problem
 from tests.adversarial import cases
+from tests.toolchain import shared_toolchain
 
 GPU_CASES = cases.load(cases.HERE / "gpu")
 SETTINGS = EvalSettings(
@@ -35,7 +36,8 @@ pytestmark = [
 
 @pytest.fixture(scope="module")
 async def gpu_evaluator(tmp_path_factory):
-    async with Evaluator(tmp_path_factory.mktemp("stark-gpu-adversarial"), SETTINGS) as ev:
+    cache = tmp_path_factory.mktemp("stark-gpu-adversarial")
+    async with Evaluator(cache, SETTINGS, toolchain_dir=shared_toolchain()) as ev:
         yield ev
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import importlib.util
+from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 
@@ -11,6 +12,8 @@ import pytest
 import torch
 
 from stark_mcp.agents.templates import builtin_prompts_dir
+from stark_mcp.evaluator import buildkit
+from tests.toolchain import shared_toolchain
 
 
 def _string_constants(path: Path) -> dict[str, str]:
@@ -70,13 +73,22 @@ def test_cpu_example_is_cpp_only() -> None:
     assert "at::parallel_for" in _string_constants(path)["cpp_source"]
 
 
+@pytest.fixture
+def built_as_the_evaluator_builds(tmp_path: Path) -> Iterator[buildkit.LocalResolver]:
+    """``load_inline`` through the buildkit, as a candidate's is, with the run's shared precompiled
+    header (the example's flags are the ones the CPU prompt asks for, as the demo's kernel's are)."""
+    resolver = buildkit.local_resolver(str(tmp_path / "extensions"), pch_dir=str(shared_toolchain()))
+    buildkit.install(resolver)
+    yield resolver
+    buildkit.uninstall()
+
+
 @pytest.mark.slow
-def test_cpu_example_builds_and_matches_its_reference(tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(tmp_path / "extensions"))
+def test_cpu_example_builds_and_matches_its_reference(built_as_the_evaluator_builds) -> None:
     folder = builtin_prompts_dir()
     reference = _import(folder / "example_reference.py", "stark_example_reference")
     candidate = _import(folder / "example_kernel_cpu.py", "stark_example_kernel_cpu")
+    assert built_as_the_evaluator_builds.builds == 1
     init = reference.get_init_inputs()
     torch.manual_seed(7)
     model = reference.Model(*init)

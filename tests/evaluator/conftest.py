@@ -7,6 +7,7 @@ import pytest
 from stark_mcp.evaluator import EvalSettings, Evaluator
 from stark_mcp.problems import load_problem
 from stark_mcp.records import Evaluation
+from tests.toolchain import shared_toolchain
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "cpu"
 
@@ -29,7 +30,7 @@ def cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="session")
 async def evaluator(cache_dir: Path):
     """One warm evaluator (worker, baseline runners, spare runner) shared by the evaluator tests."""
-    async with Evaluator(cache_dir, FAST) as ev:
+    async with Evaluator(cache_dir, FAST, toolchain_dir=shared_toolchain()) as ev:
         yield ev
 
 

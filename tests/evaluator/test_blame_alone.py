@@ -16,6 +16,7 @@ import pytest
 from stark_mcp.evaluator import EvalSettings, Evaluator, EvaluatorError
 from stark_mcp.problems import load_problem
 from stark_mcp.records import Status
+from tests.toolchain import shared_toolchain
 
 pytestmark = pytest.mark.anyio
 
@@ -89,7 +90,8 @@ class ModelNew(nn.Module):
 
 @pytest.fixture(scope="module")  # its own: one test counts the faults of its only worker
 async def lock_evaluator(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Evaluator]:
-    async with Evaluator(tmp_path_factory.mktemp("alone") / "cache", QUICK, cpu_workers=1) as ev:
+    cache = tmp_path_factory.mktemp("alone") / "cache"
+    async with Evaluator(cache, QUICK, cpu_workers=1, toolchain_dir=shared_toolchain()) as ev:
         yield ev
 
 

@@ -378,5 +378,6 @@ def test_a_jail_waiting_for_a_profile_stops_at_its_makers_failure_or_its_deadlin
         load(60.0)
     assert time.monotonic() - start < 5  # the maker's failure ends the wait at once
     Path(path + ".failed").unlink()
-    threading.Timer(0.3, lambda: Path(path).write_text('{"macros": ["M"], "names": ["n"]}')).start()
+    # published as the maker publishes it: a plain write_text let the waiter read an empty file
+    threading.Timer(0.3, light.publish_profile, (path, {"macros": ["M"], "names": ["n"]})).start()
     assert load(60.0) == light.Profile(macros=frozenset({"M"}), names=frozenset({"n"}))

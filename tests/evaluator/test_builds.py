@@ -8,6 +8,7 @@ from stark_mcp.evaluator.integrity import MANIFEST
 from stark_mcp.problems import load_problem, source_hash
 from stark_mcp.records import Status
 from tests.evaluator.conftest import FAST, FIXTURES, evaluate_fixture, fixture_text
+from tests.toolchain import shared_toolchain
 
 pytestmark = [pytest.mark.slow, pytest.mark.anyio]
 
@@ -89,7 +90,7 @@ async def test_a_hostile_build_request_is_a_build_error(evaluator, cache_dir) ->
 async def test_the_compile_runs_in_its_jail(evaluator, cache_dir, tmp_path) -> None:
     """A compiler wrapper (a flag the candidate chose) runs inside the compile jail: it cannot write
     the host, the shared toolchain directory or the cache, and the build still succeeds."""
-    marks = [tmp_path / "escaped", cache_dir / "toolchain" / "poison", cache_dir / "escaped"]
+    marks = [tmp_path / "escaped", evaluator.toolchain_dir / "poison", cache_dir / "escaped"]
     source = fixture_text("ext_wrapper.py").replace("MARKS", " ".join(str(m) for m in marks))
     result = await evaluator.evaluate(
         load_problem(str(FIXTURES / "relu_sum.py")), source, device="cpu", settings=FAST, use_cache=False
@@ -146,7 +147,7 @@ async def test_a_builder_started_ahead_builds_the_next_candidate(cache_dir, monk
     problem = load_problem(str(FIXTURES / "relu_sum.py"))
     # New sources (the builder runs) that make the session's cached extension request (no compile).
     source = fixture_text("ext_ok.py") + f"\n# started ahead {time.time_ns()}\n"
-    async with Evaluator(cache_dir, FAST) as ev:
+    async with Evaluator(cache_dir, FAST, toolchain_dir=shared_toolchain()) as ev:
         if (await ev.isolation()).level != "sandbox":
             pytest.skip("builders are started ahead at the sandbox level only")
         first = await ev.evaluate(problem, source, device="cpu", settings=FAST)
@@ -169,3 +170,22 @@ async def test_a_builder_started_ahead_builds_the_next_candidate(cache_dir, monk
         last = ev.builds._spare
     assert last is not None and last.jail.poll() is not None
     assert not last.job.exists() and not last.work.exists()
+
+
+async def test_a_fresh_cache_builds_with_the_toolchain_directory_it_shares(evaluator, tmp_path) -> None:
+    """Two caches pointed at one toolchain directory (``STARK_TOOLCHAIN_DIR``): what the first made
+    for these flags, the second's first build uses; nothing is made again, in either directory."""
+    from stark_mcp.evaluator import Evaluator
+
+    first = await evaluate_fixture(evaluator, "relu_sum.py", "ext_ok.py")
+    assert first.status is Status.PASSED, first.message
+    made = sorted(p.name for p in (evaluator.toolchain_dir / "pch").iterdir())
+    fresh = tmp_path / "cache"
+    async with Evaluator(fresh, FAST, toolchain_dir=evaluator.toolchain_dir) as ev:
+        result = await evaluate_fixture(ev, "relu_sum.py", "ext_ok.py")
+        assert result.status is Status.PASSED, result.message
+        (extension,) = result.extensions
+        assert not extension["cached"] and ev.extensions.compiles == 1  # compiled, in this cache
+        assert "pch" in extension["variants"] and extension["primed"] == [], extension
+    assert sorted(p.name for p in (evaluator.toolchain_dir / "pch").iterdir()) == made
+    assert not (fresh / "toolchain").exists()

@@ -27,6 +27,7 @@ from stark_mcp.evaluator.trusted.profiling import (
 )
 from stark_mcp.problems import load_problem, source_hash
 from tests.evaluator.conftest import FAST, FIXTURES, fixture_text
+from tests.toolchain import shared_toolchain
 
 SAMPLES = Path(__file__).resolve().parents[1] / "fixtures" / "profiles"
 
@@ -150,7 +151,8 @@ async def _profile_on_cpu(cache_dir: Path, settings: EvalSettings, reference: bo
     """The worker's profile command on the CPU (Evaluator.profile itself refuses the CPU)."""
     problem = load_problem(str(FIXTURES / "relu_sum.py"))
     source = fixture_text("torch_ok.py")
-    async with Evaluator(cache_dir, settings, tool_paths=ToolPaths(ncu=ncu)) as ev:
+    tools = ToolPaths(ncu=ncu)
+    async with Evaluator(cache_dir, settings, tool_paths=tools, toolchain_dir=shared_toolchain()) as ev:
         info = await ev._device("cpu")
 
         async def quiet(_message: str) -> None:

@@ -11,6 +11,7 @@ from stark_mcp.evaluator import Evaluator, EvaluatorError
 from stark_mcp.problems import ProblemError, load_problem
 from stark_mcp.records import Status
 from tests.evaluator.conftest import FAST, FIXTURES, fixture_text
+from tests.toolchain import shared_toolchain
 
 pytestmark = pytest.mark.anyio
 
@@ -21,7 +22,7 @@ def problem(name: str = "relu_sum.py"):
 
 async def test_second_evaluation_comes_from_the_cache(cache_dir) -> None:
     settings = FAST.model_copy(update={"trials": 3})
-    async with Evaluator(cache_dir, settings) as ev:
+    async with Evaluator(cache_dir, settings, toolchain_dir=shared_toolchain()) as ev:
         first = await ev.evaluate(problem(), fixture_text("torch_ok.py"), device="cpu")
         leases = len((await ev.worker_pool("cpu")).history)
         second = await ev.evaluate(problem(), fixture_text("torch_ok.py"), device="cpu")
@@ -43,7 +44,7 @@ async def test_identical_concurrent_requests_share_one_evaluation(cache_dir, mon
 
     monkeypatch.setattr(Evaluator, "_device_evaluation", counting)
     settings = FAST.model_copy(update={"trials": 2})
-    async with Evaluator(cache_dir, settings) as ev:
+    async with Evaluator(cache_dir, settings, toolchain_dir=shared_toolchain()) as ev:
         results = await asyncio.gather(
             *[
                 ev.evaluate(problem(), fixture_text("torch_ok.py"), device="cpu", use_cache=False)
@@ -145,7 +146,7 @@ async def test_a_spare_runner_waits_for_an_idle_worker(cache_dir) -> None:
 
     first: set[int] = set()
     second: set[int] = set()
-    async with Evaluator(cache_dir, FAST) as ev:
+    async with Evaluator(cache_dir, FAST, toolchain_dir=shared_toolchain()) as ev:
         stop, watcher = watch(ev, first)
         await ev.evaluate(problem(), fixture_text("torch_ok.py"), device="cpu", use_cache=False)
         stop.set()
@@ -215,7 +216,7 @@ async def test_a_candidates_lingering_process_cannot_reach_the_spare_that_runs_t
     be gone with that candidate's jail, and the next candidate runs untouched in the spare."""
     from stark_mcp.evaluator.trusted.worker import SPARE_IDLE_S
 
-    async with Evaluator(cache_dir, FAST) as ev:
+    async with Evaluator(cache_dir, FAST, toolchain_dir=shared_toolchain()) as ev:
         await ev.evaluate(problem(), HAUNT, device="cpu", use_cache=False)
         worker = (await ev.worker_pool("cpu")).slots[0].handle.proc.pid
         used = runner_pids(worker)
@@ -255,7 +256,7 @@ async def test_cancelling_the_caller_kills_the_candidate_process(cache_dir) -> N
     async def progress(done, total, message):
         phases.append(message)
 
-    async with Evaluator(cache_dir, FAST) as ev:
+    async with Evaluator(cache_dir, FAST, toolchain_dir=shared_toolchain()) as ev:
         task = asyncio.create_task(
             ev.evaluate(problem(), HANG, device="cpu", use_cache=False, progress=progress)
         )
@@ -283,7 +284,7 @@ async def test_a_checked_problem_is_not_queued_behind_a_busy_worker(cache_dir) -
     async def progress(done, total, message):
         phases.append(message)
 
-    async with Evaluator(cache_dir, FAST) as ev:
+    async with Evaluator(cache_dir, FAST, toolchain_dir=shared_toolchain()) as ev:
         await ev.check_problem(problem(), device="cpu")
         busy = asyncio.create_task(
             ev.evaluate(problem(), HANG, device="cpu", use_cache=False, progress=progress)
@@ -337,7 +338,7 @@ async def test_evaluating_against_a_broken_problem_raises_problem_error(evaluato
 
 async def test_baselines_are_timed_once_then_cached(cache_dir) -> None:
     settings = FAST.model_copy(update={"min_calls": 31})  # a timing hash of its own
-    async with Evaluator(cache_dir, settings) as ev:
+    async with Evaluator(cache_dir, settings, toolchain_dir=shared_toolchain()) as ev:
         first = await ev.baselines(problem("affine_tanh.py"), device="cpu", which=["eager"])
         leases = len((await ev.worker_pool("cpu")).history)
         second = await ev.baselines(problem("affine_tanh.py"), device="cpu", which=["eager"])
@@ -349,7 +350,7 @@ async def test_baselines_are_timed_once_then_cached(cache_dir) -> None:
 
 
 async def test_device_resolution(cache_dir) -> None:
-    async with Evaluator(cache_dir, FAST) as ev:
+    async with Evaluator(cache_dir, FAST, toolchain_dir=shared_toolchain()) as ev:
         assert await ev.resolve_device("cpu") == "cpu"
         assert await ev.resolve_device("auto") == ("cuda" if torch.cuda.is_available() else "cpu")
         with pytest.raises(EvaluatorError, match="unknown device"):

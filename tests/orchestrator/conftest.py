@@ -8,6 +8,7 @@ import pytest
 from stark_mcp.evaluator import EvalSettings, Evaluator
 from stark_mcp.orchestrator.run_service import RunService
 from stark_mcp.store import Store
+from tests.toolchain import shared_toolchain
 
 # Small timing budgets: each fresh evaluation is a few seconds of process start-up on the CPU.
 FAST = EvalSettings(
@@ -36,7 +37,7 @@ def db_path(tmp_path: Path) -> Path:
 
 @pytest.fixture(scope="module")
 async def module_evaluator(eval_cache: Path) -> AsyncIterator[Evaluator]:
-    async with Evaluator(eval_cache, settings=FAST) as evaluator:
+    async with Evaluator(eval_cache, settings=FAST, toolchain_dir=shared_toolchain()) as evaluator:
         yield evaluator
 
 

@@ -14,6 +14,7 @@ from stark_mcp.orchestrator.run_service import RunService
 from stark_mcp.problems import problem_from_source, source_hash
 from stark_mcp.records import Evaluation, Status, TimingStats
 from stark_mcp.store import Store
+from tests.toolchain import shared_toolchain
 
 from .conftest import FAST
 from .replies import CLAMPED, FUSED, PROBLEM, WHERE, WRONG
@@ -35,7 +36,7 @@ async def two(db_path: Path, eval_cache: Path) -> AsyncIterator[tuple[RunService
     # Two connections and two caches on one file, as two `stark-mcp serve` processes would have.
     async with (
         await Store.open(db_path) as first_store, await Store.open(db_path) as second_store,
-        Evaluator(eval_cache, settings=FAST) as evaluator,
+        Evaluator(eval_cache, settings=FAST, toolchain_dir=shared_toolchain()) as evaluator,
     ):
         yield RunService(first_store, evaluator), RunService(second_store, evaluator)
 

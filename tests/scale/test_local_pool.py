@@ -17,6 +17,7 @@ from stark_mcp.evaluator.probe import DeviceInfo
 from stark_mcp.evaluator.workers import WorkerCrashed
 from stark_mcp.problems import load_problem
 from stark_mcp.records import Status
+from tests.toolchain import shared_toolchain
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "cpu"
 PROBLEM = load_problem(str(FIXTURES / "relu_sum.py"))
@@ -36,7 +37,8 @@ def anyio_backend() -> str:
 
 @pytest.fixture(scope="module")
 async def two_workers(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Evaluator]:
-    async with Evaluator(tmp_path_factory.mktemp("pool") / "cache", QUICK, cpu_workers=2) as ev:
+    cache = tmp_path_factory.mktemp("pool") / "cache"
+    async with Evaluator(cache, QUICK, cpu_workers=2, toolchain_dir=shared_toolchain()) as ev:
         yield ev
 
 

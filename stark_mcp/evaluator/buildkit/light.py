@@ -166,7 +166,13 @@ def _make_profile(
         "macros": sorted(full_macros - light_macros),
         "names": sorted(full_names - light_names),
     }
-    fd, tmp_path = tempfile.mkstemp(dir=profile_dir, suffix=".json")
+    publish_profile(path, data)
+
+
+def publish_profile(path: str, data: dict[str, object]) -> None:
+    """Write a profile whole under its final name: a compile jail waiting for it polls for the name,
+    so it must never see the file before its text is complete."""
+    fd, tmp_path = tempfile.mkstemp(dir=os.path.dirname(path), suffix=".json")
     with os.fdopen(fd, "w") as fh:
         json.dump(data, fh)
     os.chmod(tmp_path, 0o644)  # mkstemp's 0600 hid it from compile jails of another uid

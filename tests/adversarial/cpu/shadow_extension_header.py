@@ -57,7 +57,7 @@ _ext = load_inline(
     name="adv_shadow_header",
     cpp_sources=_SRC,
     functions=["shadowed_scaled_add_relu"],
-    extra_cflags=["-O3"],
+    # no extra flags: the suite's other C++ candidates have none, so one precompiled header serves all
     verbose=False,
 )
 
