@@ -74,6 +74,24 @@ def lineage(pid: int) -> str:
     return " <- ".join(chain)
 
 
+def forked_processes() -> str:
+    """Every process the zygotes forked (name, state, parent), for a failure to show which worker
+    was still alive and which connection the surviving jail hung from."""
+    rows = []
+    for entry in Path("/proc").iterdir():
+        try:
+            fields = dict(
+                line.split(":\t", 1) for line in (entry / "status").read_text().splitlines() if ":\t" in line
+            )
+        except (OSError, ValueError):
+            continue
+        name = fields.get("Name", "").strip()
+        if name.startswith("stark-"):
+            state, parent = fields.get("State", "?").strip(), fields.get("PPid", "?").strip()
+            rows.append(f"{entry.name} {name} [{state}] <- {parent}")
+    return "forked: " + ", ".join(sorted(rows))
+
+
 @pytest.mark.parametrize("mode", MODES)
 async def test_cancelling_evaluate_kernel_kills_its_process(home: Path, mode: str) -> None:
     server = make_server(home)
@@ -95,7 +113,9 @@ async def test_cancelling_evaluate_kernel_kills_its_process(home: Path, mode: st
         deadline = time.monotonic() + 10
         while process_alive(pid) and time.monotonic() < deadline:
             await anyio.sleep(0.05)
-        assert not process_alive(pid), f"candidate process {pid} survived the cancelled call: {lineage(pid)}"
+        assert not process_alive(pid), (
+            f"candidate process {pid} survived the cancelled call: {lineage(pid)}; {forked_processes()}"
+        )
         # The client and the server stay usable, and nothing was recorded.
         runs = ok(await client.call_tool("list_runs"))["runs"]
         assert [r["attempts"] for r in runs if r["run_id"] == run_id] == [0]
