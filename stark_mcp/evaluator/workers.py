@@ -9,6 +9,7 @@ the worker (and with it every jail it started); the next command starts a fresh 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import shutil
@@ -57,6 +58,29 @@ class ForkedWorker:
         while (code := self._proc.poll()) is None:
             await asyncio.sleep(0.02)
         return code
+
+
+def _start_worker(zygote: ZygoteClient, request: tuple[Any, ...]) -> ForkedProcess:
+    module, args, env, fds, targets = request
+    try:
+        return zygote.start_worker(module, args, env, fds, targets)
+    finally:
+        for fd in fds:
+            os.close(fd)
+
+
+def _kill_unclaimed(started: asyncio.Future[ForkedProcess]) -> None:
+    if started.cancelled() or started.exception() is not None:
+        return
+    _kill_session(started.result().pid)
+
+
+def _kill_session(pid: int) -> None:
+    """A worker's session (every jail it started through bubblewrap), and the worker itself: a forked
+    one makes its session just after the fork, so right after it the group may not exist yet."""
+    for kill in (os.killpg, os.kill):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            kill(pid, signal.SIGKILL)
 
 
 class WorkerClient:
@@ -136,29 +160,27 @@ class WorkerClient:
         self, zygote: ZygoteClient, args: list[str], env: dict[str, str], in_r: int, out_w: int
     ) -> ForkedWorker | None:
         """The worker forked from this process's zygote (torch already imported there), or None
-        when the zygote cannot (it is then started from scratch, as without one)."""
-        null = os.open(os.devnull, os.O_WRONLY)
+        when the zygote cannot (it is then started from scratch, as without one).
+
+        The request runs in a thread, which a cancelled caller cannot stop: the thread sends copies
+        of the descriptors and closes them itself, and a worker it forks for a caller that has gone
+        is killed (it would otherwise live on with nobody to stop it)."""
+        # stderr: ours, as an exec'd worker inherits it
+        fds = [os.open(os.devnull, os.O_WRONLY), os.dup(2), os.dup(in_r), os.dup(out_w)]
+        request = (WORKER_MODULE, [*args, ZYGOTE_FD_ARG + "{zygote_fd}"], env, fds, [in_r, out_w])
+        started = asyncio.ensure_future(asyncio.to_thread(_start_worker, zygote, request))
         try:
-            proc = await asyncio.to_thread(
-                zygote.start_worker,
-                WORKER_MODULE,
-                [*args, ZYGOTE_FD_ARG + "{zygote_fd}"],
-                env,
-                [null, 2, in_r, out_w],  # stderr: ours, as an exec'd worker inherits it
-                [in_r, out_w],
-            )
+            proc = await asyncio.shield(started)
         except ZygoteUnavailable:
             return None
-        finally:
-            os.close(null)
+        except asyncio.CancelledError:
+            started.add_done_callback(_kill_unclaimed)
+            raise
         return ForkedWorker(proc)
 
     async def stop(self) -> None:
         if self.proc is not None:
-            try:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
+            _kill_session(self.proc.pid)
             try:
                 await asyncio.wait_for(self.proc.wait(), 10)
             except TimeoutError:

@@ -406,3 +406,42 @@ def test_a_runner_the_zygote_half_built_is_started_afresh_by_bubblewrap(zygote, 
         assert not select.select([runner._sock], [], [], 1.0)[0], "a second hello on the runner's socket"
     finally:
         runner.close()
+
+
+def test_a_worker_forked_for_a_cancelled_start_is_killed(monkeypatch) -> None:
+    """Cancelling a worker's start while the zygote forks it (the request runs in a thread that goes
+    on) leaves no worker behind: once forked, it is killed, since no client will ever stop it."""
+    import asyncio
+    import threading
+
+    from stark_mcp.evaluator.workers import WorkerClient
+
+    asked, go, forked = threading.Event(), threading.Event(), []
+    start_worker = ZygoteClient.start_worker
+
+    def held(self, *args, **kwargs):
+        asked.set()
+        go.wait(60)
+        proc = start_worker(self, *args, **kwargs)
+        forked.append(proc)
+        return proc
+
+    monkeypatch.setattr(ZygoteClient, "start_worker", held)
+
+    async def cancel_then_fork() -> None:
+        client = WorkerClient("cpu", None, hidden=[])
+        start = asyncio.ensure_future(client._start())
+        assert await asyncio.to_thread(asked.wait, 60)
+        start.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await start
+        assert client.proc is None
+        go.set()
+        deadline = time.monotonic() + 60
+        while not forked and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        await asyncio.sleep(0.2)  # the callback that kills it runs on this loop
+
+    asyncio.run(cancel_then_fork())
+    (proc,) = forked
+    assert proc.wait(30) == 128 + signal.SIGKILL
