@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import os
 import time
+from pathlib import Path
 
 import anyio
 import pytest
+import torch.utils.cpp_extension
 
 from stark_mcp.problems import load_problem, problem_from_source
 from tests.adversarial import cases
@@ -68,6 +70,12 @@ async def test_the_cases_with_cpp_extensions_build(suite_evaluator) -> None:
         evaluation = evaluations[case.name]
         assert evaluation.status.value != "build_error", (case.name, evaluation.message[:300])
         assert evaluation.extensions and all(e["ok"] for e in evaluation.extensions), case.name
+    # What the poisoning cases aimed at is as trusted code left it: each header copy beside a
+    # precompiled header is torch's own, byte for byte.
+    copies = list(suite_evaluator.toolchain_dir.glob("pch/*/torch/extension.h"))
+    assert copies
+    real = Path(torch.utils.cpp_extension.include_paths()[0]) / "torch" / "extension.h"
+    assert all(c.read_bytes() == real.read_bytes() for c in copies), copies
 
 
 def measures_the_machine(case: cases.Case) -> bool:
