@@ -272,10 +272,10 @@ class BuildCache:
                     return _bad_request(str(exc))
                 remaining = deadline - time.monotonic()
                 try:
-                    built = await asyncio.wait_for(
-                        self.extensions.resolve(request, compile_env, isolation, remaining, hidden, cpus),
-                        max(0.01, remaining),
-                    )
+                    async with asyncio.timeout(max(0.01, remaining)):  # not wait_for: see workers._recv
+                        built = await self.extensions.resolve(
+                            request, compile_env, isolation, remaining, hidden, cpus
+                        )
                 except TimeoutError:
                     jail.kill_all()
                     return BuildOutcome(

@@ -303,7 +303,8 @@ class ExtensionCache:
                 start_new_session=True,
             )  # fmt: skip
             try:
-                out, err = await asyncio.wait_for(proc.communicate(), timeout)
+                async with asyncio.timeout(timeout):  # not wait_for: see workers._recv
+                    out, err = await proc.communicate()
             except (TimeoutError, asyncio.CancelledError):
                 _kill_group(proc.pid)  # before the wait: the group's id is still ours
                 await proc.wait()

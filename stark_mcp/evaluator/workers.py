@@ -181,10 +181,9 @@ class WorkerClient:
     async def stop(self) -> None:
         if self.proc is not None:
             _kill_session(self.proc.pid)
-            try:
-                await asyncio.wait_for(self.proc.wait(), 10)
-            except TimeoutError:
-                pass
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(10):
+                    await self.proc.wait()
         if self._transport is not None:
             self._transport.close()
         if self._in_w is not None:
@@ -202,7 +201,8 @@ class WorkerClient:
         if self.proc is not None and self.proc.returncode is None and self._in_w is not None:
             try:
                 self._send({"cmd": "shutdown"})
-                await asyncio.wait_for(self.proc.wait(), grace)
+                async with asyncio.timeout(grace):
+                    await self.proc.wait()
             except (TimeoutError, OSError):
                 pass
         await self.stop()
@@ -222,7 +222,10 @@ class WorkerClient:
     async def _recv(self, timeout: float | None) -> dict[str, Any] | None:
         assert self._reader is not None
         try:
-            header = await asyncio.wait_for(self._reader.readexactly(_HEADER.size), timeout)
+            # Not asyncio.wait_for: on Python 3.11 it returns a read that completes on the turn a
+            # cancel arrives and drops the cancel, and the worker then outlives its cancelled command.
+            async with asyncio.timeout(timeout):
+                header = await self._reader.readexactly(_HEADER.size)
             (size,) = _HEADER.unpack(header)
             if size > MAX_FRAME:
                 raise WorkerCrashed(f"the worker sent a frame of {size} bytes")
