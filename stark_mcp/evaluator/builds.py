@@ -23,6 +23,7 @@ import socket
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -36,6 +37,7 @@ from stark_mcp.evaluator.logs import trim_compiler_log, trim_tail
 from stark_mcp.evaluator.probe import DeviceInfo
 from stark_mcp.evaluator.sandbox import jail_dirs
 from stark_mcp.evaluator.sandbox.env import scrub_env
+from stark_mcp.evaluator.sandbox.forked import INTERPRETER, ZygoteClient, ZygoteUnavailable, process_zygote
 from stark_mcp.evaluator.sandbox.host_layout import spare_cores
 from stark_mcp.evaluator.sandbox.jail_dirs import JailPathError
 from stark_mcp.evaluator.sandbox.launch import (
@@ -93,8 +95,21 @@ class _Builder:
 
 
 class BuildCache:
-    def __init__(self, root: Path, integrity: Integrity, extensions: ExtensionCache) -> None:
+    def __init__(
+        self,
+        root: Path,
+        integrity: Integrity,
+        extensions: ExtensionCache,
+        hidden: Sequence[str] = (),
+        fork: bool = False,
+    ) -> None:
+        """``hidden``: what no builder or compile jail may see (the evaluator's list: the data
+        directories and the toolchain; the cache, ``root``'s parent, always). ``fork``: builders
+        are forked from this process's zygote (``sandbox/zygote.py``), which has imported torch
+        already, where the jail runs as root at the ``sandbox`` level."""
         self.root, self.integrity, self.extensions = root, integrity, extensions
+        self.hidden = list(dict.fromkeys([str(root.parent), *map(str, hidden)]))
+        self.fork = fork
         self._spare: _Builder | None = None
         self._launching = False
 
@@ -186,7 +201,21 @@ class BuildCache:
 
     async def _launch(self, info: DeviceInfo, isolation: IsolationInfo, work: Path | None) -> _Builder:
         """Start a builder jail; it imports torch and waits for its candidate. ``work``: the build
-        folder (in place, at the weaker levels), else a fresh one that the parent renames later."""
+        folder (in place, at the weaker levels), else a fresh one that the parent renames later.
+
+        Forked from the zygote where it can (no second import of torch: 2-3 CPU-s a build on a small
+        machine), else, or if the zygote cannot, started by bubblewrap with descriptors of its own."""
+        zygote = process_zygote(scrub_env(os.environ, {})) if self.fork else None
+        if zygote is not None:
+            try:
+                return await self._launch_with(info, isolation, work, zygote)
+            except ZygoteUnavailable as exc:
+                print(f"stark-mcp: bubblewrap starts a builder the zygote could not: {exc}", file=sys.stderr)
+        return await self._launch_with(info, isolation, work, None)
+
+    async def _launch_with(
+        self, info: DeviceInfo, isolation: IsolationInfo, work: Path | None, zygote: ZygoteClient | None
+    ) -> _Builder:
         job = Path(tempfile.mkdtemp(prefix="stark-build-job-"))
         os.chmod(job, 0o755)
         if work is None:
@@ -197,24 +226,30 @@ class BuildCache:
         ours, theirs = socket.socketpair()
         env = scrub_env(os.environ, self.env(info, inside_path(isolation.level, build_mount)))
         spec = JailSpec(
-            argv=[sys.executable, "-P", "-m", BUILDER_MODULE, str(theirs.fileno())],
+            argv=[*INTERPRETER, "-m", BUILDER_MODULE, str(theirs.fileno())],
             env=env,
             name="build",
             mounts=[job_mount, build_mount],
             scratch_bytes=8 << 30,
             max_file_bytes=LOG_LIMIT * 8,
-            hidden=[str(self.root.parent)],
+            hidden=self.hidden,
             cpus=_builder_cpus(info),
         )
         log = os.open(job / "build.log", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         try:
             jail = await asyncio.to_thread(
-                Jail.start, spec, isolation, pass_fds=(theirs.fileno(),), stdout=log, stderr=log
+                Jail.start,
+                spec,
+                isolation,
+                pass_fds=(theirs.fileno(),),
+                stdout=log,
+                stderr=log,
+                zygote=zygote,
             )
         except BaseException:
             ours.close()
             shutil.rmtree(job, ignore_errors=True)
-            shutil.rmtree(work, ignore_errors=True)
+            shutil.rmtree(work, ignore_errors=True)  # a retry makes it again, empty
             raise
         finally:
             os.close(log)
@@ -227,7 +262,7 @@ class BuildCache:
         jail, ours, work, log_path = builder.jail, builder.sock, builder.work, builder.log_path
         build_inside = inside_path(isolation.level, Mount(str(work), "/tmp/build", writable=True))
         job_inside = inside_path(isolation.level, Mount(str(builder.job), "/tmp/job"))
-        hidden = [str(self.root.parent)]
+        hidden = self.hidden
         cpus = _builder_cpus(info)
         try:
             frames.send(ours.fileno(), {"kind": "candidate", "path": f"{job_inside}/candidate.py"})

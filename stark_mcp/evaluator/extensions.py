@@ -51,10 +51,13 @@ from stark_mcp.evaluator.buildkit.request import (
 from stark_mcp.evaluator.integrity import Integrity, seal_directory, verified_directory
 from stark_mcp.evaluator.logs import trim_compiler_log
 from stark_mcp.evaluator.sandbox import jail_dirs
+from stark_mcp.evaluator.sandbox.env import scrub_env
+from stark_mcp.evaluator.sandbox.forked import INTERPRETER, ZygoteClient, ZygoteUnavailable, process_zygote
 from stark_mcp.evaluator.sandbox.launch import Jail, JailSpec, Mount, inside_path, reclaim_tree
 from stark_mcp.evaluator.sandbox.levels import IsolationInfo
 
 COMPILE_MAIN = str(Path(__file__).resolve().parent / "buildkit" / "compile_main.py")
+COMPILE_MODULE = "stark_mcp.evaluator.buildkit.compile_main"  # what a compile jail runs
 PROFILE_WAIT_S = 120.0  # how long a compile jail waits for include profiles made beside it
 PCH_TIMEOUT_S = 900.0  # a background precompiled header: bounded, though no build waits for it
 KEEP = ("build_report.json", "build.log")  # besides the library, what leaves a compile jail
@@ -119,11 +122,19 @@ class ExtensionCache:
     """``<root>/<request_key>/``: a library built in a compile jail, signed by the parent."""
 
     def __init__(
-        self, root: Path, toolchain_dir: Path, integrity: Integrity, *, background_pch: bool = True
+        self,
+        root: Path,
+        toolchain_dir: Path,
+        integrity: Integrity,
+        *,
+        background_pch: bool = True,
+        fork: bool = False,
     ) -> None:
         self.root, self.toolchain_dir, self.integrity = root, toolchain_dir, integrity
         # False: a build waits for its precompiled header (a one-shot process that would kill it)
         self.background_pch = background_pch
+        # compile jails forked from this process's zygote (sandbox/zygote.py), as builders are
+        self.fork = fork
         self._locks: dict[str, asyncio.Lock] = {}
         self._toolchains: dict[str, asyncio.Task[Toolchain]] = {}
         self._background: dict[str, asyncio.Task[list[str]]] = {}  # prime key -> its header's making
@@ -350,7 +361,7 @@ class ExtensionCache:
         req_in, out_in, tool_in = (inside_path(isolation.level, m) for m in mounts)
         spec = JailSpec(
             argv=[
-                sys.executable, "-P", COMPILE_MAIN, f"{req_in}/request.json", out_in,
+                *INTERPRETER, "-m", COMPILE_MODULE, f"{req_in}/request.json", out_in,
                 "--pch-dir", tool_in, "--pch-readonly",
                 *(["--await-profiles", f"{await_profiles:.0f}"] if await_profiles else []),
             ],
@@ -364,11 +375,7 @@ class ExtensionCache:
         )  # fmt: skip
         self.compiles += 1
         log_path = job / "jail.log"
-        fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        try:
-            jail = await asyncio.to_thread(Jail.start, spec, isolation, stdout=fd, stderr=fd)
-        finally:
-            os.close(fd)
+        jail = await self._start_compile_jail(spec, isolation, log_path, out)
         try:
             code = await asyncio.to_thread(jail.wait, timeout)
             if code is None:
@@ -407,6 +414,23 @@ class ExtensionCache:
             shutil.rmtree(job, ignore_errors=True)
             shutil.rmtree(out, ignore_errors=True)
 
+    async def _start_compile_jail(
+        self, spec: JailSpec, isolation: IsolationInfo, log_path: Path, out: Path
+    ) -> Jail:
+        """Forked from the zygote where it can (the compile's Python, which renders torch's build
+        file, then needs no import of torch of its own), else, or if the zygote cannot, started by
+        bubblewrap on a fresh log and an emptied output folder."""
+        zygote = process_zygote(scrub_env(os.environ, {})) if self.fork else None
+        if zygote is not None:
+            try:
+                return await _start_logged(spec, isolation, log_path, zygote)
+            except ZygoteUnavailable as exc:
+                print(f"stark-mcp: bubblewrap starts a compile the zygote could not: {exc}", file=sys.stderr)
+                reclaim_tree(out)
+                shutil.rmtree(out, ignore_errors=True)
+                out.mkdir()
+        return await _start_logged(spec, isolation, log_path, None)
+
     def copy_into(self, build: ExtensionBuild, work: Path, where: str) -> None:
         """The library (read-only) into ``work/where`` of a candidate's build directory, following no
         link the builder planted there; the cache stays the parent's."""
@@ -417,7 +441,29 @@ class ExtensionCache:
             shutil.rmtree(build.directory, ignore_errors=True)
 
 
+async def _start_logged(
+    spec: JailSpec, isolation: IsolationInfo, log_path: Path, zygote: ZygoteClient | None
+) -> Jail:
+    fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        return await asyncio.to_thread(Jail.start, spec, isolation, stdout=fd, stderr=fd, zygote=zygote)
+    finally:
+        os.close(fd)
+
+
+# What this process detected, by build environment: every evaluator in it (a test suite's, a benchmark's
+# legs) builds with the same compilers and torch, so one child per environment answers for all.
+_DETECTED: dict[str, Toolchain] = {}
+
+
 async def _detect_toolchain(env: dict[str, str]) -> Toolchain:
+    tag = json.dumps(env, sort_keys=True)
+    if tag not in _DETECTED:
+        _DETECTED[tag] = await _run_detection(env)
+    return _DETECTED[tag]
+
+
+async def _run_detection(env: dict[str, str]) -> Toolchain:
     """``Toolchain.detect()`` in a child with the builds' environment: the parent never imports torch."""
     code = (
         "import dataclasses, json, sys; sys.path.insert(0, sys.argv[1]); "

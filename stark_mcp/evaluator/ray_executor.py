@@ -175,9 +175,17 @@ class EvaluationActor:
 
 
 def build_on_node(
-    cache_dir: str, toolchain_dir: str, source: str, info: dict[str, Any], timeout: float, policy: str
+    cache_dir: str,
+    toolchain_dir: str,
+    source: str,
+    info: dict[str, Any],
+    timeout: float,
+    policy: str,
+    hidden: list[str],
 ) -> str:
-    """A Ray CPU task: build ``source`` into this node's build cache, where its actors look for it."""
+    """A Ray CPU task: build ``source`` into this node's build cache, where its actors look for it.
+    Its builder is started by bubblewrap: Ray keeps a task's process for later tasks, and a zygote
+    started here would outlive the task."""
     from stark_mcp.evaluator.builds import BuildCache
     from stark_mcp.evaluator.extensions import ExtensionCache
     from stark_mcp.evaluator.integrity import Integrity
@@ -191,6 +199,7 @@ def build_on_node(
         integrity,
         # this task's event loop ends with the build: background work would die unfinished
         ExtensionCache(root / "extensions", Path(toolchain_dir), integrity, background_pch=False),
+        hidden=hidden,
     )
     outcome = asyncio.run(
         cache.build(
@@ -517,7 +526,7 @@ class RayExecutor:
         task = self._build_task.options(scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=False))
         text = await task.remote(
             str(self.cache_dir), str(self.toolchain_dir), source, info, s.build_timeout_s,
-            self.policy.to_json(),
+            self.policy.to_json(), self.hidden,
         )  # fmt: skip
         data = _object(text)
         if data.get("ok") is True:

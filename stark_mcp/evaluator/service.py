@@ -100,8 +100,16 @@ class Evaluator:
         self.integrity = Integrity(self.cache_dir)
         self.hidden = [str(p) for p in [self.cache_dir, self.toolchain_dir, *(hidden or [])]]
         self._isolation: IsolationInfo | None = None
-        self.extensions = ExtensionCache(self.cache_dir / "extensions", self.toolchain_dir, self.integrity)
-        self.builds = BuildCache(self.cache_dir / "builds", self.integrity, self.extensions)
+        self.extensions = ExtensionCache(
+            self.cache_dir / "extensions", self.toolchain_dir, self.integrity, fork=self.policy.fork
+        )
+        self.builds = BuildCache(
+            self.cache_dir / "builds",
+            self.integrity,
+            self.extensions,
+            hidden=self.hidden,
+            fork=self.policy.fork,
+        )
         self._build_slots = asyncio.Semaphore(build_workers or max(1, (os.cpu_count() or 2) // 2))
         self._build_locks: dict[str, asyncio.Lock] = defaultdict(asyncio.Lock)
         self._pools: dict[str, SlotPool[WorkerClient]] = {}

@@ -5,6 +5,7 @@ import time
 import pytest
 
 from stark_mcp.evaluator.integrity import MANIFEST
+from stark_mcp.evaluator.sandbox.forked import ForkedProcess
 from stark_mcp.problems import load_problem, source_hash
 from stark_mcp.records import Status
 from tests.evaluator.conftest import FAST, FIXTURES, evaluate_fixture, fixture_text
@@ -154,6 +155,8 @@ async def test_a_builder_started_ahead_builds_the_next_candidate(cache_dir, monk
         assert first.status is Status.PASSED, first.message
         ahead = ev.builds._spare
         assert ahead is not None and ahead.jail.poll() is None  # started, waiting for a candidate
+        if (await ev.isolation()).root:  # forked from the zygote, which imported torch already
+            assert isinstance(ahead.jail.proc, ForkedProcess), ahead.jail.proc
 
         again = source + "\n# the same kernel again\n"
         second = await ev.evaluate(problem, again, device="cpu", settings=FAST)

@@ -13,7 +13,13 @@ from pathlib import Path
 
 import pytest
 
-from stark_mcp.evaluator.sandbox.forked import INTERPRETER, ZYGOTE_FD_ARG, ZygoteClient, ZygoteUnavailable
+from stark_mcp.evaluator.sandbox.forked import (
+    INTERPRETER,
+    ZYGOTE_FD_ARG,
+    ForkedProcess,
+    ZygoteClient,
+    ZygoteUnavailable,
+)
 from stark_mcp.evaluator.sandbox.launch import Jail, JailSpec, Mount
 from stark_mcp.evaluator.sandbox.levels import detect
 
@@ -445,3 +451,95 @@ def test_a_worker_forked_for_a_cancelled_start_is_killed(monkeypatch) -> None:
     asyncio.run(cancel_then_fork())
     (proc,) = forked
     assert proc.wait(30) == 128 + signal.SIGKILL
+
+
+def _half_built(monkeypatch) -> list:
+    """Every forked jail fails after it started (as a late failure would): returns what was forked."""
+    real, forked = ZygoteClient.start_jail, []
+
+    def half_built(self, request, fds):
+        forked.append(real(self, request, fds))
+        time.sleep(1.0)  # the forked process runs meanwhile, on the descriptors it was given
+        raise ZygoteUnavailable("failed late, for this test")
+
+    monkeypatch.setattr(ZygoteClient, "start_jail", half_built)
+    return forked
+
+
+def test_a_builder_the_zygote_half_built_is_started_afresh_by_bubblewrap(
+    tmp_path, monkeypatch, capfd
+) -> None:
+    """A builder is forked from the zygote; one whose jail failed after it started is started again
+    by bubblewrap on a fresh socket and log, and the half-built one is gone."""
+    import asyncio
+
+    from stark_mcp.evaluator.builds import BuildCache
+    from stark_mcp.evaluator.extensions import ExtensionCache
+    from stark_mcp.evaluator.integrity import Integrity
+    from stark_mcp.evaluator.probe import cpu_info
+
+    root = tmp_path / "cache"
+    integrity = Integrity(root)
+    extensions = ExtensionCache(root / "extensions", root / "toolchain", integrity)
+    cache = BuildCache(root / "builds", integrity, extensions, fork=True)
+    forked = _half_built(monkeypatch)
+
+    async def launch_and_check() -> None:
+        # in one event loop: bubblewrap dies with the thread that started it (--die-with-parent),
+        # and asyncio.run ends the executor's threads when it returns
+        builder = await cache._launch(cpu_info(), detect(), None)
+        try:
+            assert len(forked) == 1 and type(builder.jail.proc).__name__ == "Popen"  # bubblewrap's
+            assert forked[0].wait(30) is not None  # the half-built builder was killed with its jail
+            assert "bubblewrap starts a builder the zygote could not" in capfd.readouterr().err
+            assert builder.jail.poll() is None and builder.log_path.exists()
+        finally:
+            builder.discard()
+
+    asyncio.run(launch_and_check())
+
+
+def test_a_compile_jail_the_zygote_half_built_is_started_afresh_on_an_empty_folder(
+    tmp_path, monkeypatch, capfd
+) -> None:
+    import asyncio
+
+    from stark_mcp.evaluator.extensions import COMPILE_MODULE, ExtensionCache
+    from stark_mcp.evaluator.integrity import Integrity
+
+    out, job = tmp_path / "out", tmp_path / "job"
+    out.mkdir()
+    job.mkdir()
+    (out / "main.o").write_bytes(b"what a killed compile left")
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}
+    if os.environ.get("PYTHONPATH"):
+        env["PYTHONPATH"] = os.environ["PYTHONPATH"]
+    # compile_main refusing its arguments: a run that writes its log and nothing else
+    spec = JailSpec(
+        argv=[*INTERPRETER, "-m", COMPILE_MODULE, "/tmp/out/missing.json", "/tmp/out", "--cpus", "x"],
+        env=env,
+        name="compile",
+        mounts=[Mount(str(out), "/tmp/out", writable=True)],
+    )
+    extensions = ExtensionCache(tmp_path / "ext", tmp_path / "toolchain", Integrity(tmp_path), fork=True)
+
+    async def start_and_check() -> None:  # one event loop: see the builder's test above
+        jail = await extensions._start_compile_jail(spec, detect(), job / "jail.log", tmp_path)
+        try:  # forked, where the zygote can
+            assert isinstance(jail.proc, ForkedProcess) and await asyncio.to_thread(jail.wait, 60) == 2
+        finally:
+            jail.close()
+        forked = _half_built(monkeypatch)
+        jail = await extensions._start_compile_jail(spec, detect(), job / "jail.log", out)
+        try:
+            assert len(forked) == 1 and type(jail.proc).__name__ == "Popen"
+            assert await asyncio.to_thread(jail.wait, 60) == 2
+            assert forked[0].wait(30) is not None
+            assert "bubblewrap starts a compile the zygote could not" in capfd.readouterr().err
+            assert list(out.iterdir()) == []  # emptied before the retry
+            log = (job / "jail.log").read_text()
+            assert log.count("--cpus must list CPU numbers") == 1, log  # the retry's run alone
+        finally:
+            jail.close()
+
+    asyncio.run(start_and_check())

@@ -43,8 +43,13 @@ from stark_mcp.evaluator.common import frames
 from stark_mcp.evaluator.sandbox import enter
 from stark_mcp.evaluator.sandbox.layout import MountStep
 
-# What every child would import first: the trusted worker's modules and the runner's (torch with them).
-PRELOAD = ("stark_mcp.evaluator.trusted.worker", "stark_mcp.evaluator.untrusted.runner")
+# What every child would import first: the trusted worker's modules, the runner's and the builder's
+# (torch with them).
+PRELOAD = (
+    "stark_mcp.evaluator.trusted.worker",
+    "stark_mcp.evaluator.untrusted.runner",
+    "stark_mcp.evaluator.untrusted.builder",
+)
 SETUP_TIMEOUT_S = 30.0  # from the fork to the jailed process about to run its module
 MAX_FDS = 16
 _LIMITS = {"nproc": resource.RLIMIT_NPROC, "fsize": resource.RLIMIT_FSIZE, "core": resource.RLIMIT_CORE}
