@@ -1,7 +1,8 @@
 """What device this machine offers, learned once in a probe process and cached on disk.
 
 The evaluator's own process never initializes CUDA; a probe child does, and its answer is kept in
-``<cache>/probe.json`` keyed by host, boot, visible devices and torch version.
+``<cache>/probe.json`` keyed by host, boot, visible devices and torch version (and, under the same
+key, in this process: another cache does not start another probe).
 """
 
 from __future__ import annotations
@@ -81,6 +82,11 @@ print("STARK-PROBE " + json.dumps(info))
 """
 
 
+# The probes this process ran, by machine key: evaluators on other caches (a test suite's, a benchmark's
+# legs) need not start another process that imports torch to learn the same thing.
+_PROBED: dict[str, dict[str, object]] = {}
+
+
 def run_probe_process() -> dict[str, object]:
     """A throwaway process answers whether CUDA works: this process must never initialize it."""
     try:
@@ -122,7 +128,8 @@ class Prober:
         key = _machine_key()
         cached = self._read(key)
         if cached is None or (cached.get("cuda") and "gpus" not in cached):  # older probes knew GPU 0 only
-            record = run_probe_process()
+            record = _PROBED.get(key) or run_probe_process()
+            _PROBED[key] = record
             cached = {"cuda": bool(record.get("cuda"))}
             if cached["cuda"]:
                 devices = record.get("devices") or [record]

@@ -1,0 +1,39 @@
+"""The device probe: one probe process per machine key in a process, whatever the caches."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from stark_mcp.evaluator import probe
+
+
+def test_evaluators_on_other_caches_reuse_this_processs_probe(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(probe, "_PROBED", {})
+    started: list[dict[str, object]] = []
+    real = probe.run_probe_process
+
+    def counted() -> dict[str, object]:
+        started.append(real())  # a real probe process
+        return started[-1]
+
+    monkeypatch.setattr(probe, "run_probe_process", counted)
+    first = probe.Prober(tmp_path / "a")
+    first.path.parent.mkdir()
+    answer = first.cuda()
+    second = probe.Prober(tmp_path / "b")
+    second.path.parent.mkdir()
+    assert second.cuda() == answer
+    assert len(started) == 1
+    # each cache still keeps the answer on disk, for the next process
+    assert json.loads(first.path.read_text()) == json.loads(second.path.read_text())
+    # another set of visible devices is another machine key: probed again
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    third = probe.Prober(tmp_path / "c")
+    third.path.parent.mkdir()
+    third.cuda()
+    assert len(started) == 2
