@@ -118,7 +118,7 @@ class Evaluator:
         # (problem key, device) checked by a worker of this evaluator: evaluations load the problem
         # themselves, so checking it again need not queue behind a worker busy with other work.
         self._checked: set[tuple[str, str]] = set()
-        self._tmp = Path(tempfile.mkdtemp(prefix="stark-eval-"))
+        self._tmp_dir: Path | None = None  # made on first use: an evaluator never entered leaves none
 
     async def __aenter__(self) -> Evaluator:
         self.cache_dir.mkdir(parents=True, exist_ok=True)
@@ -133,7 +133,9 @@ class Evaluator:
             await asyncio.gather(*(slot.handle.shutdown() for slot in pool.slots))
         await self.builds.close()
         await self.extensions.close()
-        shutil.rmtree(self._tmp, ignore_errors=True)
+        if self._tmp_dir is not None:
+            shutil.rmtree(self._tmp_dir, ignore_errors=True)
+            self._tmp_dir = None
         if self._isolation is not None and self._isolation.cgroup:
             remove_own(self._isolation.cgroup)
             sweep_stale(self._isolation.cgroup)
@@ -211,6 +213,13 @@ class Evaluator:
                 fault_types=(WorkerCrashed,),
             )
         return self._pools[key]
+
+    @property
+    def _tmp(self) -> Path:
+        """Where the problem and candidate files the worker reads are written."""
+        if self._tmp_dir is None:
+            self._tmp_dir = Path(tempfile.mkdtemp(prefix="stark-eval-"))
+        return self._tmp_dir
 
     # -- problems ------------------------------------------------------------------------------------
     def _problem_frame(self, problem: Problem, settings: EvalSettings) -> dict[str, Any]:
