@@ -14,3 +14,16 @@ VARIABLE = "STARK_TOOLCHAIN_DIR"
 
 def shared_toolchain() -> Path:
     return Path(os.environ[VARIABLE])
+
+
+def headers_made_with(*flags: str) -> list[str]:
+    """The run's precompiled-header folders whose compile command holds ``flags`` (in order), for a
+    build outside the evaluator (torch's own ``load_inline``) to find through ``CPATH``: GCC uses a
+    ``.gch`` only where it is valid for the compile's exact flags, and otherwise the header copy
+    beside it, which is torch's own header byte for byte."""
+    wanted = " ".join(flags)
+    found = []
+    for command in sorted(shared_toolchain().glob("pch/*/command.txt")):
+        if f" {wanted} -x c++-header " in command.read_text():
+            found.append(str(command.parent))
+    return found

@@ -291,34 +291,64 @@ torch::Tensor relu_twice(torch::Tensor x) { return torch::relu(x) * 2; }
 """
 
 
-def _build_while_profiling(tmp_path: Path, name: str, source: str) -> tuple[Any, list[str]]:
-    """A build started before trusted code makes its profile (as a GPU machine's first build is)."""
+BLOCKED_CPP = RELU_CPP + "static int SGD(int x) { return x; }\nint sgd_used() { return SGD(1); }\n"
+
+
+@pytest.fixture(scope="module")
+def light_builds(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Any, list[str], Path]]:
+    """Two builds started before trusted code makes their profile, as a GPU machine's first builds
+    with new flags are: one source the profile allows, one it blocks. Each runs as a compile jail
+    runs it (``compile_main --pch-readonly --await-profiles``), side by side; the one profile both
+    wait for is made once, while they compile. (report, fallbacks but the header's, output folder)"""
     import threading
 
     from stark_mcp.evaluator.buildkit import compile as bk_compile
+    from stark_mcp.evaluator.buildkit.compile import BuildReport
 
-    request = ExtensionRequest.from_load_inline(name, source, functions=["relu_twice"])
-    toolchain = str(tmp_path / "toolchain")
+    tmp = tmp_path_factory.mktemp("light")
+    toolchain = str(tmp / "toolchain")
+    requests = {
+        "kept": ExtensionRequest.from_load_inline("stark_bk_light_wait", RELU_CPP, functions=["relu_twice"]),
+        "dropped": ExtensionRequest.from_load_inline(
+            "stark_bk_light_blocked", BLOCKED_CPP, functions=["relu_twice"]
+        ),
+    }
     notes: list[str] = []
-    # a light compile takes about what the profile takes: starting the profile late makes the
-    # build find no profile when it starts, compile meanwhile, and wait for it afterwards
-    primer = threading.Timer(
-        2.0, lambda: notes.extend(bk_compile.prime(request, str(tmp_path / "prime"), toolchain, ("light",)))
-    )
+    # a light compile takes about what the profile takes: starting the profile late makes each build
+    # find no profile when it starts, compile meanwhile, and wait for it afterwards
+    def make_profile() -> None:
+        notes.extend(bk_compile.prime(requests["kept"], str(tmp / "prime"), toolchain, ("light",)))
+
+    primer = threading.Timer(2.0, make_profile)
     started = time.time()
+    builds = {}
+    for kind, request in requests.items():
+        (tmp / f"{kind}.json").write_text(request.to_json())
+        builds[kind] = subprocess.Popen(
+            [sys.executable, str(EVALUATOR_DIR / "buildkit" / "compile_main.py"), str(tmp / f"{kind}.json"),
+             str(tmp / kind), "--pch-dir", toolchain, "--pch-readonly", "--await-profiles", "120"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )  # fmt: skip
     primer.start()
     try:
-        out = str(tmp_path / "out")
-        report = build(request, out, pch_dir=toolchain, make_shared=False, await_profiles=120.0)
+        for proc in builds.values():
+            proc.wait(600)
     finally:
         primer.join()
-    (profile,) = (tmp_path / "toolchain" / "light").glob("light2-*.json")
-    assert profile.stat().st_mtime > started + 1  # made after the build had started
+    (profile,) = (tmp / "toolchain" / "light").glob("light2-*.json")  # one profile serves both
+    assert profile.stat().st_mtime > started + 1  # made after the builds had started
     assert len(notes) == 1 and notes[0].startswith("host light profile: "), notes
-    return report, [f for f in report.fallbacks if "precompiled header" not in f]
+    out = {}
+    for kind in requests:
+        report = BuildReport.from_dict(json.loads((tmp / kind / "build_report.json").read_text()))
+        out[kind] = (report, [f for f in report.fallbacks if "precompiled header" not in f], tmp / kind)
+    return out
 
 
-def test_a_light_host_file_compiled_while_its_profile_is_made_is_kept_if_the_profile_allows(tmp_path) -> None:
+@pytest.mark.xdist_group("light_builds")  # one worker makes the module's fixture once
+def test_a_light_host_file_compiled_while_its_profile_is_made_is_kept_if_the_profile_allows(
+    light_builds,
+) -> None:
     """A GPU machine's first build with new flags does not wait for the precompiled header: its
     host file drops ``torch/all.h`` (keeping ``torch/python.h`` for the bindings) when the profile
     trusted code makes allows it, even one made while the compile runs, and the library it gives
@@ -329,12 +359,12 @@ def test_a_light_host_file_compiled_while_its_profile_is_made_is_kept_if_the_pro
 
     from stark_mcp.evaluator.buildkit import light
 
-    report, fallbacks = _build_while_profiling(tmp_path, "stark_bk_light_wait", RELU_CPP)
+    report, fallbacks, out = light_builds["kept"]
     assert report.ok, report.log
     assert [(s.variant, s.ok) for s in report.steps if s.target == "main.o"] == [("light", True)]
     assert fallbacks == []
-    assert (tmp_path / "out" / "build" / "main.cpp").read_text().count("#include <torch/extension.h>") == 2
-    library = tmp_path / "out" / "stark_bk_light_wait.so"
+    assert (out / "build" / "main.cpp").read_text().count("#include <torch/extension.h>") == 2
+    library = out / "stark_bk_light_wait.so"
     spec = importlib.util.spec_from_file_location("stark_bk_light_wait", library)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -342,17 +372,17 @@ def test_a_light_host_file_compiled_while_its_profile_is_made_is_kept_if_the_pro
     assert torch.equal(module.relu_twice(x), torch.relu(x) * 2)
 
     # A source naming what only torch/all.h declares (optimizers, most nn modules) keeps the full set.
-    (profile_file,) = (tmp_path / "toolchain" / "light").glob("light2-*.json")
+    (profile_file,) = (out.parent / "toolchain" / "light").glob("light2-*.json")
     profile = light.Profile(**{k: frozenset(v) for k, v in json.loads(profile_file.read_text()).items()
                                if k in ("macros", "names")})
     assert "SGD" in light.blocking_names("auto opt = torch::optim::SGD(params, 0.1);", profile)
     assert light.blocking_names(RELU_CPP, profile) == []
 
 
-def test_a_light_host_file_compiled_while_its_profile_is_made_is_dropped_if_it_blocks(tmp_path) -> None:
+@pytest.mark.xdist_group("light_builds")
+def test_a_light_host_file_compiled_while_its_profile_is_made_is_dropped_if_it_blocks(light_builds) -> None:
     # Compiles with either include set, but calls a name (its own) that only torch/all.h also declares.
-    source = RELU_CPP + "static int SGD(int x) { return x; }\nint sgd_used() { return SGD(1); }\n"
-    report, fallbacks = _build_while_profiling(tmp_path, "stark_bk_light_blocked", source)
+    report, fallbacks, _ = light_builds["dropped"]
     assert report.ok, report.log
     steps = [(s.variant, s.ok) for s in report.steps if s.target == "main.o"]
     assert steps == [("light", True), ("plain", True)]
