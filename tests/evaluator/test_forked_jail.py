@@ -24,7 +24,7 @@ from stark_mcp.evaluator.sandbox.launch import Jail, JailSpec, Mount
 from stark_mcp.evaluator.sandbox.levels import detect
 
 PROBE = r'''
-import ctypes, json, os, resource, socket, sys
+import ctypes, fcntl, json, os, resource, socket, sys
 
 def status():
     with open("/proc/self/status") as fh:
@@ -103,6 +103,8 @@ print(json.dumps({
     "status": status(), "mounts": mounts(), "cwd": os.getcwd(), "env": dict(os.environ),
     "pids": sorted(int(p) for p in os.listdir("/proc") if p.isdigit()),
     "fds": sorted(int(f) for f in os.listdir("/proc/self/fd")),
+    # what a program it starts gets at 0-2 (nvcc fails when its stdin is closed)
+    "stdio": [[os.get_inheritable(fd), fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_ACCMODE] for fd in (0, 1, 2)],
     "limits": [resource.getrlimit(getattr(resource, f"RLIMIT_{r}")) for r in ("NPROC", "FSIZE", "CORE")],
     "cgroup": cgroup, "interfaces": sorted(n for _, n in socket.if_nameindex()), "loopback": loopback,
     "writable": {p: writable(p) for p in ("/", "/usr", "/tmp", "/tmp/out", "/tmp/in", "/dev", "/dev/shm")},

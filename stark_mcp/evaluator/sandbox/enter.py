@@ -309,8 +309,13 @@ def place_fds(targets: dict[int, int], stdin: int | None, stdout: int, stderr: i
     moved = {fd: fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, floor) for fd, _ in pairs}
     for fd, at in pairs:
         os.dup2(moved[fd], at, inheritable=True)
-    null = os.open("/dev/null", os.O_RDONLY) if stdin is None else stdin
-    os.dup2(null, 0, inheritable=True)
+    # As bubblewrap's jails get it from subprocess.DEVNULL. The launcher closed 0 before, so the open
+    # may land on 0 itself, close-on-exec: dup2 onto itself would leave that flag, and every program
+    # the jail started had no stdin (nvcc then fails: "failed to preprocess host compiler properties").
+    null = os.open("/dev/null", os.O_RDWR) if stdin is None else stdin
+    if null != 0:
+        os.dup2(null, 0, inheritable=True)
+    os.set_inheritable(0, True)
     close_fds_except({0, 1, 2, *targets.values()})
     for fd in targets.values():
         os.set_inheritable(fd, True)
