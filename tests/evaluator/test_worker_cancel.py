@@ -73,3 +73,4 @@ async def test_a_cancel_that_lands_with_the_workers_next_frame_kills_the_worker(
             stand_in.kill()
             await stand_in.wait()
         os.close(commands_r)
+        await asyncio.sleep(0.05)  # the exit's callbacks close the process's transport on this loop
