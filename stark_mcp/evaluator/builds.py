@@ -20,7 +20,6 @@ import os
 import secrets
 import shutil
 import socket
-import sys
 import tempfile
 import time
 from collections.abc import Sequence
@@ -37,7 +36,7 @@ from stark_mcp.evaluator.logs import trim_compiler_log, trim_tail
 from stark_mcp.evaluator.probe import DeviceInfo
 from stark_mcp.evaluator.sandbox import jail_dirs
 from stark_mcp.evaluator.sandbox.env import scrub_env
-from stark_mcp.evaluator.sandbox.forked import INTERPRETER, ZygoteClient, ZygoteUnavailable, process_zygote
+from stark_mcp.evaluator.sandbox.forked import INTERPRETER, ZygoteClient, zygote_first
 from stark_mcp.evaluator.sandbox.host_layout import spare_cores
 from stark_mcp.evaluator.sandbox.jail_dirs import JailPathError
 from stark_mcp.evaluator.sandbox.launch import (
@@ -205,13 +204,9 @@ class BuildCache:
 
         Forked from the zygote where it can (no second import of torch: 2-3 CPU-s a build on a small
         machine), else, or if the zygote cannot, started by bubblewrap with descriptors of its own."""
-        zygote = process_zygote(scrub_env(os.environ, {})) if self.fork else None
-        if zygote is not None:
-            try:
-                return await self._launch_with(info, isolation, work, zygote)
-            except ZygoteUnavailable as exc:
-                print(f"stark-mcp: bubblewrap starts a builder the zygote could not: {exc}", file=sys.stderr)
-        return await self._launch_with(info, isolation, work, None)
+        return await zygote_first(
+            lambda zygote: self._launch_with(info, isolation, work, zygote), "builder", self.fork
+        )
 
     async def _launch_with(
         self, info: DeviceInfo, isolation: IsolationInfo, work: Path | None, zygote: ZygoteClient | None

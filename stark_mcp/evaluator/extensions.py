@@ -51,8 +51,7 @@ from stark_mcp.evaluator.buildkit.request import (
 from stark_mcp.evaluator.integrity import Integrity, seal_directory, verified_directory
 from stark_mcp.evaluator.logs import trim_compiler_log
 from stark_mcp.evaluator.sandbox import jail_dirs
-from stark_mcp.evaluator.sandbox.env import scrub_env
-from stark_mcp.evaluator.sandbox.forked import INTERPRETER, ZygoteClient, ZygoteUnavailable, process_zygote
+from stark_mcp.evaluator.sandbox.forked import INTERPRETER, ZygoteClient, zygote_first
 from stark_mcp.evaluator.sandbox.launch import Jail, JailSpec, Mount, inside_path, reclaim_tree
 from stark_mcp.evaluator.sandbox.levels import IsolationInfo
 
@@ -420,16 +419,15 @@ class ExtensionCache:
         """Forked from the zygote where it can (the compile's Python, which renders torch's build
         file, then needs no import of torch of its own), else, or if the zygote cannot, started by
         bubblewrap on a fresh log and an emptied output folder."""
-        zygote = process_zygote(scrub_env(os.environ, {})) if self.fork else None
-        if zygote is not None:
-            try:
-                return await _start_logged(spec, isolation, log_path, zygote)
-            except ZygoteUnavailable as exc:
-                print(f"stark-mcp: bubblewrap starts a compile the zygote could not: {exc}", file=sys.stderr)
+
+        async def start(zygote: ZygoteClient | None) -> Jail:
+            if any(out.iterdir()):  # what a half-built jail wrote
                 reclaim_tree(out)
                 shutil.rmtree(out, ignore_errors=True)
                 out.mkdir()
-        return await _start_logged(spec, isolation, log_path, None)
+            return await _start_logged(spec, isolation, log_path, zygote)
+
+        return await zygote_first(start, "compile", self.fork)
 
     def copy_into(self, build: ExtensionBuild, work: Path, where: str) -> None:
         """The library (read-only) into ``work/where`` of a candidate's build directory, following no

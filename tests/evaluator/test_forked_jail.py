@@ -526,7 +526,9 @@ def test_a_compile_jail_the_zygote_half_built_is_started_afresh_on_an_empty_fold
     extensions = ExtensionCache(tmp_path / "ext", tmp_path / "toolchain", Integrity(tmp_path), fork=True)
 
     async def start_and_check() -> None:  # one event loop: see the builder's test above
-        jail = await extensions._start_compile_jail(spec, detect(), job / "jail.log", tmp_path)
+        spare = tmp_path / "first"
+        spare.mkdir()
+        jail = await extensions._start_compile_jail(spec, detect(), job / "jail.log", spare)
         try:  # forked, where the zygote can
             assert isinstance(jail.proc, ForkedProcess) and await asyncio.to_thread(jail.wait, 60) == 2
         finally:

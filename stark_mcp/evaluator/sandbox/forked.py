@@ -18,9 +18,11 @@ import socket
 import subprocess
 import sys
 import threading
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
 
 from stark_mcp.evaluator.common import frames
+from stark_mcp.evaluator.sandbox.env import scrub_env
 
 READY_TIMEOUT_S = 180.0  # importing torch on a loaded 2-core machine
 REPLY_TIMEOUT_S = 60.0
@@ -186,6 +188,22 @@ def process_zygote(env: dict[str, str]) -> ZygoteClient | None:
             return None
         _process_zygote = (os.getpid(), client)
         return client
+
+
+T = TypeVar("T")
+
+
+async def zygote_first(start: Callable[[ZygoteClient | None], Awaitable[T]], what: str, fork: bool) -> T:
+    """``start(zygote)`` with this process's zygote where ``fork`` allows it, else, or if the zygote
+    cannot, ``start(None)`` (bubblewrap), saying so on stderr. ``start`` makes its descriptors and
+    folders afresh on each call: a half-built jail may have written to the first ones."""
+    zygote = process_zygote(scrub_env(os.environ, {})) if fork else None
+    if zygote is not None:
+        try:
+            return await start(zygote)
+        except ZygoteUnavailable as exc:
+            print(f"stark-mcp: bubblewrap starts a {what} the zygote could not: {exc}", file=sys.stderr)
+    return await start(None)
 
 
 class ForkedProcess:
