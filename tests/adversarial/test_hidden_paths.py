@@ -76,6 +76,24 @@ class ModelNew(nn.Module):
     def forward(self, a, b):
         return ext.same(torch.relu(a * self.scale + b))
 ''',
+    # the same jail, by a flag instead of the source: gcc reads a forced include before anything else
+    "forced_include": HEADER + '''
+ext = load_inline(
+    name="stark_adv_forced_include_secret",
+    cpp_sources="torch::Tensor same(torch::Tensor x) { return x; }\\n",
+    functions=["same"],
+    extra_cflags=["-include", SECRET],
+)
+
+
+class ModelNew(nn.Module):
+    def __init__(self, scale):
+        super().__init__()
+        self.scale = scale
+
+    def forward(self, a, b):
+        return ext.same(torch.relu(a * self.scale + b))
+''',
     # the runner calls forward: what it raises there becomes the runtime error's message
     "forward": HEADER + '''
 
@@ -91,7 +109,12 @@ class ModelNew(nn.Module):
         return torch.relu(a * self.scale + b)
 ''',
 }
-EXPECTED = {"import": "passed", "include": "build_error", "forward": "passed"}
+EXPECTED = {
+    "import": "passed",
+    "include": "build_error",
+    "forced_include": "build_error",
+    "forward": "passed",
+}
 
 
 @pytest.fixture
@@ -118,5 +141,5 @@ async def test_a_hidden_folder_stays_out_of_every_jail(where: str, secret_dir: P
     seen = evaluation.model_dump_json()
     assert token not in seen, f"the secret came out of the {where} jail: {evaluation.message[:300]}"
     assert evaluation.status.value == EXPECTED[where], (evaluation.status, evaluation.message[:500])
-    if where == "include":  # it reached the compiler, which found nothing at that path
+    if where.endswith("include"):  # it reached the compiler, which found nothing at that path
         assert "api_key.txt" in seen and "No such file" in seen, seen[:2000]
