@@ -1,13 +1,16 @@
 """What device this machine offers, learned once in a probe process and cached on disk.
 
-The evaluator's own process never initializes CUDA; a probe child does, and its answer is kept in
-``<cache>/probe.json`` keyed by host, boot, visible devices and torch version (and, under the same
-key, in this process: another cache does not start another probe).
+The evaluator's own process never initializes CUDA; a probe child does (none is needed where torch
+was built without GPU support), and its answer is kept in ``<cache>/probe.json`` keyed by host, boot,
+visible devices and torch version (and, under the same key, in this process: another cache does not
+start another probe).
 """
 
 from __future__ import annotations
 
+import ast
 import hashlib
+import importlib.util
 import json
 import os
 import platform
@@ -82,6 +85,35 @@ print("STARK-PROBE " + json.dumps(info))
 """
 
 
+def gpu_build() -> bool:
+    """False only when the installed torch was built without CUDA and ROCm (``torch/version.py``, read
+    as text): then no device can be visible and no probe process need import torch to say so."""
+    try:
+        spec = importlib.util.find_spec("torch")
+        folders = list(spec.submodule_search_locations or []) if spec is not None else []
+        tree = ast.parse(Path(folders[0], "version.py").read_text())
+    except (ImportError, ValueError, IndexError, OSError, SyntaxError):
+        return True  # unknown: ask a probe process
+    values: dict[str, object] = {}
+    for node in tree.body:
+        target, value = (
+            (node.targets[0], node.value) if isinstance(node, ast.Assign) and len(node.targets) == 1
+            else (node.target, node.value) if isinstance(node, ast.AnnAssign) else (None, None)
+        )  # fmt: skip
+        if isinstance(target, ast.Name) and isinstance(value, ast.Constant):
+            values[target.id] = value.value
+    if "cuda" not in values or "hip" not in values:
+        return True
+    return values["cuda"] is not None or values["hip"] is not None
+
+
+def probe_machine() -> dict[str, object]:
+    """What a probe process would answer; without one where torch itself has no GPU support."""
+    if not gpu_build():
+        return {"torch": torch_version(), "cuda": False}
+    return run_probe_process()
+
+
 # The probes this process ran, by machine key: evaluators on other caches (a test suite's, a benchmark's
 # legs) need not start another process that imports torch to learn the same thing.
 _PROBED: dict[str, dict[str, object]] = {}
@@ -128,7 +160,7 @@ class Prober:
         key = _machine_key()
         cached = self._read(key)
         if cached is None or (cached.get("cuda") and "gpus" not in cached):  # older probes knew GPU 0 only
-            record = _PROBED.get(key) or run_probe_process()
+            record = _PROBED.get(key) or probe_machine()
             _PROBED[key] = record
             cached = {"cuda": bool(record.get("cuda"))}
             if cached["cuda"]:

@@ -14,6 +14,7 @@ def test_evaluators_on_other_caches_reuse_this_processs_probe(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(probe, "_PROBED", {})
+    monkeypatch.setattr(probe, "gpu_build", lambda: True)  # a probe process even on a CPU build of torch
     started: list[dict[str, object]] = []
     real = probe.run_probe_process
 
@@ -37,3 +38,26 @@ def test_evaluators_on_other_caches_reuse_this_processs_probe(
     third.path.parent.mkdir()
     third.cuda()
     assert len(started) == 2
+
+
+def test_a_torch_without_gpu_support_is_known_without_a_probe_process(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import subprocess
+    import sys
+
+    # what torch itself says, in a process of its own (this one may have imported another torch)
+    code = "import torch; print(torch.version.cuda is not None or torch.version.hip is not None)"
+    said = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert probe.gpu_build() == (said.stdout.strip() == "True")
+    if probe.gpu_build():
+        pytest.skip("this torch has GPU support: its probe is a process (the test above)")
+    monkeypatch.setattr(probe, "_PROBED", {})
+
+    def no_process() -> dict[str, object]:
+        raise AssertionError("a probe process started")
+
+    monkeypatch.setattr(probe, "run_probe_process", no_process)
+    prober = probe.Prober(tmp_path)
+    assert prober.cuda() is None and prober.gpus() == []
+    assert [entry["cuda"] for entry in json.loads(prober.path.read_text()).values()] == [False]
