@@ -11,11 +11,14 @@ import torch
 import torch.nn as nn
 from torch.utils.cpp_extension import load_inline
 
+# Python's C API alone (no torch header): the attack needs no tensor type, and builds in a second.
 _SRC = r"""
-#include <torch/extension.h>
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/wait.h>
+#include <cstdint>
 #include <cstdlib>
 
 struct Job { const float* a; const float* b; float* o; int64_t n; float s; };
@@ -30,26 +33,28 @@ static int work(void* arg) {  // nine passes: done in the open, slower than eage
   return 0;
 }
 
-torch::Tensor scaled_add_relu_elsewhere(torch::Tensor a, torch::Tensor b, double scale) {
-  auto out = torch::empty_like(a);
-  Job job{a.data_ptr<float>(), b.data_ptr<float>(), out.data_ptr<float>(), a.numel(),
-          static_cast<float>(scale)};
+static PyObject* scaled_add_relu_elsewhere(PyObject*, PyObject* args) {
+  unsigned long long a, b, o;
+  long long n;
+  double scale;
+  if (!PyArg_ParseTuple(args, "KKKLd", &a, &b, &o, &n, &scale)) return nullptr;
+  Job job{reinterpret_cast<const float*>(a), reinterpret_cast<const float*>(b), reinterpret_cast<float*>(o),
+          n, static_cast<float>(scale)};
   static char* stack = static_cast<char*>(std::malloc(1 << 20));
   pid_t pid = clone(work, stack + (1 << 20), CLONE_VM | SIGCHLD, &job);
-  TORCH_CHECK(pid > 0, "clone failed");
+  if (pid <= 0) return PyErr_Format(PyExc_RuntimeError, "clone failed");
   int status = 0;
   waitpid(pid, &status, 0);
-  return out;
+  Py_RETURN_NONE;
 }
+
+static PyMethodDef methods[] = {
+    {"scaled_add_relu_elsewhere", scaled_add_relu_elsewhere, METH_VARARGS, nullptr}, {nullptr, nullptr, 0, nullptr}};
+static PyModuleDef module = {PyModuleDef_HEAD_INIT, "adv_clone_child", nullptr, -1, methods};
+PyMODINIT_FUNC PyInit_adv_clone_child() { return PyModule_Create(&module); }
 """
 
-_ext = load_inline(
-    name="adv_clone_child",
-    cpp_sources=_SRC,
-    functions=["scaled_add_relu_elsewhere"],
-    # no extra flags: the suite's other C++ candidates have none, so one precompiled header serves all
-    verbose=False,
-)
+_ext = load_inline(name="adv_clone_child", cpp_sources=_SRC, no_implicit_headers=True, verbose=False)
 
 
 class ModelNew(nn.Module):
@@ -58,4 +63,7 @@ class ModelNew(nn.Module):
         self.scale = scale
 
     def forward(self, a, b):
-        return _ext.scaled_add_relu_elsewhere(a.contiguous(), b.contiguous(), self.scale)
+        a, b = a.contiguous(), b.contiguous()
+        out = torch.empty_like(a)
+        _ext.scaled_add_relu_elsewhere(a.data_ptr(), b.data_ptr(), out.data_ptr(), a.numel(), self.scale)
+        return out
