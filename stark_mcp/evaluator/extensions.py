@@ -51,7 +51,7 @@ from stark_mcp.evaluator.buildkit.request import (
 from stark_mcp.evaluator.integrity import Integrity, seal_directory, verified_directory
 from stark_mcp.evaluator.logs import trim_compiler_log
 from stark_mcp.evaluator.sandbox import jail_dirs
-from stark_mcp.evaluator.sandbox.forked import INTERPRETER, ZygoteClient, zygote_first
+from stark_mcp.evaluator.sandbox.forked import INTERPRETER, ZygoteClient, run_trusted_module, zygote_first
 from stark_mcp.evaluator.sandbox.launch import Jail, JailSpec, Mount, inside_path, reclaim_tree
 from stark_mcp.evaluator.sandbox.levels import IsolationInfo
 
@@ -166,7 +166,7 @@ class ExtensionCache:
     def toolchain(self, env: dict[str, str]) -> asyncio.Task[Toolchain]:
         tag = json.dumps(env, sort_keys=True)
         if tag not in self._toolchains:
-            self._toolchains[tag] = asyncio.ensure_future(_detect_toolchain(env))
+            self._toolchains[tag] = asyncio.ensure_future(_detect_toolchain(env, self.fork))
         return self._toolchains[tag]
 
     async def resolve(
@@ -299,29 +299,21 @@ class ExtensionCache:
         idle: bool,
     ) -> list[str]:
         work = Path(tempfile.mkdtemp(prefix="stark-prime-"))
-        argv = [
-            sys.executable, "-P", COMPILE_MAIN, str(work / "request.json"), str(work / "out"),
-            "--pch-dir", str(self.toolchain_dir), "--prime", part,
-        ]  # fmt: skip
-        argv += ["--idle"] if idle else []
-        argv += ["--cpus", ",".join(map(str, cpus))] if cpus else []
+        args = [str(work / "request.json"), str(work / "out"), "--pch-dir", str(self.toolchain_dir)]
+        args += ["--prime", part]
+        args += ["--idle"] if idle else []
+        args += ["--cpus", ",".join(map(str, cpus))] if cpus else []
         try:
             (work / "request.json").write_text(request.to_json())
-            # its own process group: cancelling kills the compilers it started, not only itself
-            proc = await asyncio.create_subprocess_exec(
-                *argv, env=env, cwd=work, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-                start_new_session=True,
-            )  # fmt: skip
-            try:
-                async with asyncio.timeout(timeout):  # not wait_for: see workers._recv
-                    out, err = await proc.communicate()
-            except (TimeoutError, asyncio.CancelledError):
-                _kill_group(proc.pid)  # before the wait: the group's id is still ours
-                await proc.wait()
-                raise
+            # forked from the zygote (torch imported already), else a process; either way in a session
+            # of its own: cancelling kills the compilers it started, not only itself
+            done = await run_trusted_module(COMPILE_MODULE, args, env, timeout) if self.fork else None
+            if done is None:
+                done = await _run_process([sys.executable, "-P", COMPILE_MAIN, *args], env, work, timeout)
         finally:
             shutil.rmtree(work, ignore_errors=True)
-        if proc.returncode != 0:
+        returncode, out, err = done
+        if returncode != 0:
             return [f"priming failed: {err.decode(errors='replace')[-300:]}"]
         try:
             notes = [str(n)[:300] for n in json.loads(out.decode().strip().splitlines()[-1])["primed"]]
@@ -452,29 +444,53 @@ async def _start_logged(
 # What this process detected, by build environment: every evaluator in it (a test suite's, a benchmark's
 # legs) builds with the same compilers and torch, so one child per environment answers for all.
 _DETECTED: dict[str, Toolchain] = {}
+DETECT_MODULE = "stark_mcp.evaluator.buildkit.detect_main"
+DETECT_TIMEOUT_S = 180.0  # importing torch, where no zygote has it imported, on a loaded machine
 
 
-async def _detect_toolchain(env: dict[str, str]) -> Toolchain:
+async def _detect_toolchain(env: dict[str, str], fork: bool = False) -> Toolchain:
     tag = json.dumps(env, sort_keys=True)
     if tag not in _DETECTED:
-        _DETECTED[tag] = await _run_detection(env)
+        _DETECTED[tag] = await _run_detection(env, fork)
     return _DETECTED[tag]
 
 
-async def _run_detection(env: dict[str, str]) -> Toolchain:
-    """``Toolchain.detect()`` in a child with the builds' environment: the parent never imports torch."""
-    code = (
-        "import dataclasses, json, sys; sys.path.insert(0, sys.argv[1]); "
-        "from buildkit.request import Toolchain; print(json.dumps(dataclasses.asdict(Toolchain.detect())))"
-    )
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-P", "-c", code, str(Path(COMPILE_MAIN).parents[1]),
-        env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-    )  # fmt: skip
-    out, err = await proc.communicate()
-    if proc.returncode != 0:
+async def _run_detection(env: dict[str, str], fork: bool) -> Toolchain:
+    """``Toolchain.detect()`` in a child with the builds' environment, the parent never imports torch:
+    forked from this process's zygote where ``fork`` allows it, else a fresh interpreter."""
+    done = await run_trusted_module(DETECT_MODULE, [], env, DETECT_TIMEOUT_S) if fork else None
+    if done is None:
+        code = (
+            "import dataclasses, json, sys; sys.path.insert(0, sys.argv[1]); from buildkit.request import "
+            "Toolchain; print(json.dumps(dataclasses.asdict(Toolchain.detect())))"
+        )
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-P", "-c", code, str(Path(COMPILE_MAIN).parents[1]),
+            env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        )  # fmt: skip
+        out, err = await proc.communicate()
+        done = (proc.returncode or 0, out, err)
+    returncode, out, err = done
+    if returncode != 0:
         raise RuntimeError(f"detecting the build toolchain failed: {err.decode(errors='replace')[-1000:]}")
     return Toolchain(**json.loads(out.decode().strip().splitlines()[-1]))
+
+
+async def _run_process(
+    argv: list[str], env: dict[str, str], cwd: Path, timeout: float
+) -> tuple[int, bytes, bytes]:
+    proc = await asyncio.create_subprocess_exec(
+        *argv, env=env, cwd=cwd, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        start_new_session=True,
+    )  # fmt: skip
+    try:
+        async with asyncio.timeout(timeout):  # not wait_for: see workers._recv
+            out, err = await proc.communicate()
+    except (TimeoutError, asyncio.CancelledError):
+        _kill_group(proc.pid)  # before the wait: the group's id is still ours
+        await proc.wait()
+        raise
+    return proc.returncode or 0, out, err
 
 
 def _kill_group(pid: int) -> None:

@@ -13,6 +13,8 @@ import pytest
 from stark_mcp.evaluator.buildkit import ExtensionRequest, Toolchain
 from stark_mcp.evaluator.extensions import COMPILE_MAIN, ExtensionCache
 from stark_mcp.evaluator.integrity import Integrity
+from stark_mcp.evaluator.sandbox import forked
+from stark_mcp.evaluator.sandbox.env import scrub_env
 
 pytestmark = [pytest.mark.slow, pytest.mark.anyio]
 
@@ -55,13 +57,20 @@ def _alive(pid: int) -> bool:
     return _state(pid) not in ("Z", "X")  # a killed process nobody reaped yet is not running
 
 
-def _maker(toolchain_dir: Path) -> int | None:
-    for entry in os.listdir("/proc"):
+def _maker(toolchain_dir: Path, zygote: int | None) -> int | None:
+    """The live primer for ``toolchain_dir``: a process running compile_main.py, or, forked from the
+    zygote, one of the zygote's children named after the module it runs."""
+    for entry in filter(str.isdigit, os.listdir("/proc")):
         try:
             argv = Path(f"/proc/{entry}/cmdline").read_bytes().split(b"\0")
+            name = Path(f"/proc/{entry}/comm").read_text().strip()
         except OSError:
             continue
-        if COMPILE_MAIN.encode() in argv and str(toolchain_dir).encode() in argv and _alive(int(entry)):
+        if not _alive(int(entry)):
+            continue
+        if zygote is None and COMPILE_MAIN.encode() in argv and str(toolchain_dir).encode() in argv:
+            return int(entry)
+        if zygote is not None and name == "stark-compile_m" and int(_stat(int(entry))[1]) == zygote:
             return int(entry)
     return None
 
@@ -74,9 +83,11 @@ def _policy(pid: int) -> tuple[int, set[int]] | None:
         return None
 
 
-async def test_a_first_build_does_not_wait_and_closing_stops_the_maker(tmp_path) -> None:
+@pytest.mark.parametrize("fork", [False, True], ids=["process", "forked"])
+async def test_a_first_build_does_not_wait_and_closing_stops_the_maker(tmp_path, fork) -> None:
     toolchain_dir = tmp_path / "toolchain"
-    cache = ExtensionCache(tmp_path / "extensions", toolchain_dir, Integrity(tmp_path))
+    cache = ExtensionCache(tmp_path / "extensions", toolchain_dir, Integrity(tmp_path), fork=fork)
+    zygote = forked.process_zygote(scrub_env(os.environ, {})) if fork else None
     toolchain = await asyncio.to_thread(Toolchain.detect)
     builders = sorted(os.sched_getaffinity(0))[-1:]  # the builders' cores
     start = time.monotonic()
@@ -94,7 +105,7 @@ async def test_a_first_build_does_not_wait_and_closing_stops_the_maker(tmp_path)
     deadline, compilers, seen = time.monotonic() + 60.0, [], {}
     maker = None
     while time.monotonic() < deadline and not (maker and not _alive(maker)):
-        maker = maker or _maker(toolchain_dir)
+        maker = maker or _maker(toolchain_dir, zygote.proc.pid if zygote and zygote.proc else None)
         compilers = _descendants(maker)[1:] if maker else []
         for pid in ([maker] if maker else []) + compilers:
             if (policy := _policy(pid)) is not None:

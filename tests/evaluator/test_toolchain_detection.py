@@ -19,9 +19,9 @@ def test_extension_caches_on_other_folders_share_this_processs_detection(
     started: list[dict[str, str]] = []
     real = extensions._run_detection
 
-    async def counted(env: dict[str, str]):
+    async def counted(env: dict[str, str], fork: bool):
         started.append(env)
-        return await real(env)  # a real child that imports torch and asks the compilers
+        return await real(env, fork)  # a real child that imports torch and asks the compilers
 
     monkeypatch.setattr(extensions, "_run_detection", counted)
 
@@ -40,3 +40,27 @@ def test_extension_caches_on_other_folders_share_this_processs_detection(
         assert len(started) == 2
 
     asyncio.run(detect())
+
+
+def test_a_detection_forked_from_the_zygote_answers_as_a_fresh_interpreter(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The zygote has torch imported already: its child detects in a fraction of the time a fresh
+    interpreter takes, and must find the same toolchain (the build cache's keys hang on it)."""
+    forked: list[int] = []
+    real = extensions.run_trusted_module
+
+    async def counted(*args, **kwargs):
+        done = await real(*args, **kwargs)
+        forked.append(done is not None and done[0])
+        return done
+
+    monkeypatch.setattr(extensions, "run_trusted_module", counted)
+    env = scrub_env({"PATH": "/usr/bin:/bin"}, {"CUDA_VISIBLE_DEVICES": "", "CXX": "c++"})
+
+    async def both() -> tuple[object, object]:
+        return await extensions._run_detection(env, True), await extensions._run_detection(env, False)
+
+    from_zygote, fresh = asyncio.run(both())
+    assert forked == [0]  # the zygote started it, and it exited 0
+    assert from_zygote == fresh and fresh.extra == {"CXX": "c++"}

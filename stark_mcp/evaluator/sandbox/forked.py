@@ -11,9 +11,11 @@ only.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import queue
+import signal
 import socket
 import subprocess
 import sys
@@ -204,6 +206,54 @@ async def zygote_first(start: Callable[[ZygoteClient | None], Awaitable[T]], wha
         except ZygoteUnavailable as exc:
             print(f"stark-mcp: bubblewrap starts a {what} the zygote could not: {exc}", file=sys.stderr)
     return await start(None)
+
+
+async def run_trusted_module(
+    module: str, args: list[str], env: dict[str, str], timeout: float
+) -> tuple[int, bytes, bytes] | None:
+    """``python -m module args`` as trusted code forked from this process's zygote, which has torch
+    imported already: (exit code, stdout, stderr), or None where the zygote cannot start it (the
+    caller then starts a process). It runs in a session of its own, killed with everything it
+    started when ``timeout`` passes (TimeoutError) or the caller is cancelled."""
+    zygote = process_zygote(scrub_env(os.environ, {}))
+    if zygote is None:
+        return None
+    out_r, out_w = os.pipe()
+    err_r, err_w = os.pipe()
+    try:
+        proc = await asyncio.to_thread(zygote.start_worker, module, args, env, [out_w, err_w], [])
+    except ZygoteUnavailable:
+        os.close(out_r)
+        os.close(err_r)
+        return None
+    finally:
+        os.close(out_w)
+        os.close(err_w)
+    reads = [asyncio.ensure_future(asyncio.to_thread(_read_all, fd)) for fd in (out_r, err_r)]
+    try:
+        async with asyncio.timeout(timeout):  # not wait_for: see workers._recv
+            out, err = await asyncio.gather(*reads)
+            code = await asyncio.to_thread(proc.wait)
+    except BaseException:
+        # its session (the compilers it started too), and itself: the session is made just after the fork
+        for kill in (os.killpg, os.kill):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                kill(proc.pid, signal.SIGKILL)
+        await asyncio.shield(asyncio.gather(*reads, return_exceptions=True))  # the pipes close with it
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            await asyncio.shield(asyncio.to_thread(proc.wait, 5.0))  # the zygote's word on its exit
+        raise
+    return int(code if code is not None else GONE), out, err
+
+
+def _read_all(fd: int) -> bytes:
+    chunks = []
+    try:
+        while chunk := os.read(fd, 1 << 16):
+            chunks.append(chunk)
+    finally:
+        os.close(fd)
+    return b"".join(chunks)
 
 
 class ForkedProcess:
