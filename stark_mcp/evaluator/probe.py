@@ -21,6 +21,7 @@ from dataclasses import asdict, dataclass
 from importlib import metadata
 from pathlib import Path
 
+from stark_mcp import python_ast
 from stark_mcp.evaluator.cache import write_json_atomic
 from stark_mcp.evaluator.errors import EvaluatorError
 from stark_mcp.evaluator.sandbox.env import scrub_env
@@ -91,7 +92,7 @@ def gpu_build() -> bool:
     try:
         spec = importlib.util.find_spec("torch")
         folders = list(spec.submodule_search_locations or []) if spec is not None else []
-        tree = ast.parse(Path(folders[0], "version.py").read_text())
+        tree = python_ast.parse(Path(folders[0], "version.py").read_text())
     except (ImportError, ValueError, IndexError, OSError, SyntaxError):
         return True  # unknown: ask a probe process
     values: dict[str, object] = {}
