@@ -22,8 +22,7 @@ on cold caches, tests/adversarial/cases.py), so it was not the other workers.
 Tests that use a folder's session fixture holding an evaluator (its workers, its build cache) stay
 on one worker (``xdist_group`` per folder), so that folder's C++ builds and precompiled headers are
 made once; the folder's other tests (their own temporary caches, or none) go wherever a worker is
-free. Likewise the tests of a module that share a module-scoped fixture stay on one worker, which
-makes the fixture once.
+free.
 """
 
 from __future__ import annotations
@@ -70,20 +69,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             continue
         if len(parts) > 1 and parts[0] in SHARED_EVALUATOR_FOLDERS and shares:
             item.add_marker(pytest.mark.xdist_group(parts[0]))
-        elif _uses_a_module_fixture(item):
-            # A module's fixture (a server, an evaluator, a Ray cluster, a browser) is made once per
-            # worker that runs one of its tests: three workers made three.
-            item.add_marker(pytest.mark.xdist_group("/".join(parts)))
-
-
-def _uses_a_module_fixture(item: pytest.Item) -> bool:
-    info = getattr(item, "_fixtureinfo", None)
-    if info is None:
-        return False
-    return any(
-        defs and defs[-1].scope == "module" and name != "anyio_backend"  # a constant: nothing to share
-        for name, defs in info.name2fixturedefs.items()
-    )
 
 
 def _slow_first(item: pytest.Item) -> tuple[bool, float]:

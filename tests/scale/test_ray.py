@@ -26,7 +26,8 @@ from tests.bench.replies import PROBLEMS, RELU_CRASH, RELU_FUSED, RELU_WRONG, wr
 
 ray = pytest.importorskip("ray")
 
-pytestmark = pytest.mark.anyio
+# one worker runs both: the module's Ray cluster is started once
+pytestmark = [pytest.mark.anyio, pytest.mark.xdist_group("ray")]
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "cpu"
 
 

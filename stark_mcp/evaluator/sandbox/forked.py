@@ -229,31 +229,34 @@ async def run_trusted_module(
     finally:
         os.close(out_w)
         os.close(err_w)
-    reads = [asyncio.ensure_future(asyncio.to_thread(_read_all, fd)) for fd in (out_r, err_r)]
+    # Read on the event loop, not in threads: a header's making holds its pipes for a minute, and
+    # the default executor's few threads serve every other blocking call of this process.
+    reads = [asyncio.ensure_future(_read_all(fd)) for fd in (out_r, err_r)]
     try:
         async with asyncio.timeout(timeout):  # not wait_for: see workers._recv
             out, err = await asyncio.gather(*reads)
-            code = await asyncio.to_thread(proc.wait)
+            while (code := proc.poll()) is None:  # its pipes closed: it is exiting
+                await asyncio.sleep(0.01)
     except BaseException:
         # its session (the compilers it started too), and itself: the session is made just after the fork
         for kill in (os.killpg, os.kill):
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 kill(proc.pid, signal.SIGKILL)
         await asyncio.shield(asyncio.gather(*reads, return_exceptions=True))  # the pipes close with it
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            await asyncio.shield(asyncio.to_thread(proc.wait, 5.0))  # the zygote's word on its exit
         raise
-    return int(code if code is not None else GONE), out, err
+    return int(code), out, err
 
 
-def _read_all(fd: int) -> bytes:
-    chunks = []
+async def _read_all(fd: int) -> bytes:
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader(limit=1 << 20)
+    transport, _ = await loop.connect_read_pipe(
+        lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(fd, "rb", buffering=0)
+    )
     try:
-        while chunk := os.read(fd, 1 << 16):
-            chunks.append(chunk)
+        return await reader.read()
     finally:
-        os.close(fd)
-    return b"".join(chunks)
+        transport.close()
 
 
 class ForkedProcess:
