@@ -19,10 +19,11 @@ it, and consecutive ``alone`` tests keep the lock. One run of seven flagged an h
 a time as well (about one evaluation in eight: its forward leaves the harness's share of each call
 on cold caches, tests/adversarial/cases.py), so it was not the other workers.
 
-Tests that use a folder's session fixture holding an evaluator (its workers, its build cache) stay
-on one worker (``xdist_group`` per folder), so that folder's C++ builds and precompiled headers are
-made once; the folder's other tests (their own temporary caches, or none) go wherever a worker is
-free.
+Tests that use a folder's session fixture holding an evaluator (its workers, its build cache) or a
+benchmark's two CLI runs (``bench_run``) stay on one worker (``xdist_group`` per folder), so that
+folder's C++ builds, precompiled headers and benchmark are made once (a session fixture is made
+once per worker that asks for it); the folder's other tests (their own temporary caches, or none)
+go wherever a worker is free.
 """
 
 from __future__ import annotations
@@ -37,8 +38,8 @@ import pytest
 
 from tests.toolchain import VARIABLE as TOOLCHAIN_VARIABLE
 
-SHARED_EVALUATOR_FOLDERS = ("adversarial", "evaluator")
-SHARED_EVALUATOR_FIXTURES = {"evaluator", "cache_dir", "suite_evaluator", "suite_cache"}
+SHARED_FOLDERS = ("adversarial", "evaluator", "bench")
+SHARED_SESSION_FIXTURES = {"evaluator", "cache_dir", "suite_evaluator", "suite_cache", "bench_run"}
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
@@ -64,10 +65,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.alone)
     for item in items:
         parts = Path(str(item.path)).resolve().relative_to(tests).parts
-        shares = SHARED_EVALUATOR_FIXTURES & set(getattr(item, "fixturenames", ()))
+        shares = SHARED_SESSION_FIXTURES & set(getattr(item, "fixturenames", ()))
         if item.get_closest_marker("xdist_group") is not None:
             continue
-        if len(parts) > 1 and parts[0] in SHARED_EVALUATOR_FOLDERS and shares:
+        if len(parts) > 1 and parts[0] in SHARED_FOLDERS and shares:
             item.add_marker(pytest.mark.xdist_group(parts[0]))
 
 
