@@ -53,10 +53,14 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 @pytest.hookimpl(tryfirst=True)  # before xdist's own, which reads the groups into the test ids
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     tests = Path(__file__).resolve().parent
-    # Slow tests first, the longest (``slow(seconds=...)``) first among them: xdist hands out
-    # ungrouped tests in this order, mostly to the one worker not holding a folder's group for the
-    # first five minutes, and a minute-long test picked up last is the suite's tail (the README's demo
-    # started 523 s into a 614 s run) or holds an ``alone`` test off (it waited 47 s for the demo).
+    # Slow tests first, the longest (``slow(seconds=...)``) first among them: xdist hands out its
+    # work units (a test, or a whole ``xdist_group`` at its first test's place) in this order, two to
+    # each worker at the start (``--no-loadscope-reorder``: by default it orders units by how many
+    # tests they hold, which put every group, even one of two tests, before the README's demo). A
+    # minute-long test picked up late is the suite's tail (the README's demo started 523 s into a
+    # 614 s run) or holds an ``alone`` test off, which holds every other worker off meanwhile: the
+    # demo and the prompt's example, started 300 s in, held the adversarial suite's first ``alone``
+    # case 130 s, one or two cores idle (docs/benchmarks/suite.md, stop 15).
     items.sort(key=_slow_first)
     gpu = [item for item in items if item.get_closest_marker("gpu") is not None]
     if gpu and _cuda_available():  # without CUDA they skip: no reason to wait for the machine

@@ -26,7 +26,10 @@ def readme_main_command() -> list[str]:
     return shlex.split(command)
 
 
-@pytest.mark.slow(seconds=95)  # the suite's longest test: handed out first (tests/conftest.py)
+# The suite's longest test, handed out first (tests/conftest.py), on one worker with the other test that
+# builds with the demo's flags: one makes their precompiled header while the other waits for nothing.
+@pytest.mark.slow(seconds=95)
+@pytest.mark.xdist_group("demo_header")
 def test_readme_main_command_runs_the_offline_search(tmp_path: Path) -> None:
     argv = readme_main_command()
     out = tmp_path / "out"

@@ -48,6 +48,7 @@ def test_the_suite_covers_every_class_with_several_variants() -> None:
     assert sum(1 for c in CPU_CASES if c.honest) >= 5
 
 
+@pytest.mark.slow(seconds=90)  # its group (the whole suite, about five minutes) starts early: conftest.py
 async def test_the_cases_with_cpp_extensions_build(suite_evaluator) -> None:
     """Their builds (a precompiled header first, then tens of seconds each) are made here, beside other
     tests; the cases below then time them from the build cache, alone."""

@@ -84,6 +84,7 @@ def built_as_the_evaluator_builds(tmp_path: Path) -> Iterator[buildkit.LocalReso
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group("demo_header")  # after the README's demo, with its header (tests/test_readme.py)
 def test_cpu_example_builds_and_matches_its_reference(built_as_the_evaluator_builds) -> None:
     folder = builtin_prompts_dir()
     reference = _import(folder / "example_reference.py", "stark_example_reference")

@@ -352,6 +352,7 @@ def light_builds(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[An
     return out
 
 
+@pytest.mark.slow(seconds=85)  # the fixture takes minutes: handed out early (tests/conftest.py)
 @pytest.mark.xdist_group("light_builds")  # one worker makes the module's fixture once
 def test_a_light_host_file_compiled_while_its_profile_is_made_is_kept_if_the_profile_allows(
     light_builds,

@@ -14,6 +14,7 @@ from tests.toolchain import shared_toolchain
 pytestmark = [pytest.mark.slow, pytest.mark.anyio]
 
 
+@pytest.mark.slow(seconds=80)  # the evaluator folder's group starts early (tests/conftest.py)
 async def test_extension_builds_over_leftovers_and_rebuild_is_a_cache_hit(evaluator, cache_dir) -> None:
     digest = source_hash(fixture_text("ext_ok.py"))
     lock = cache_dir / "builds" / digest / "stark_relu_sum" / "lock"
