@@ -94,6 +94,25 @@ class ModelNew(nn.Module):
     def forward(self, a, b):
         return ext.same(torch.relu(a * self.scale + b))
 ''',
+    # the same jail, by a response file: gcc reads its options from the named file, and quotes an
+    # option it does not know (the file's first word) in its error
+    "response_file": HEADER + '''
+ext = load_inline(
+    name="stark_adv_response_file_secret",
+    cpp_sources="torch::Tensor same(torch::Tensor x) { return x; }\\n",
+    functions=["same"],
+    extra_cflags=["@" + SECRET],
+)
+
+
+class ModelNew(nn.Module):
+    def __init__(self, scale):
+        super().__init__()
+        self.scale = scale
+
+    def forward(self, a, b):
+        return ext.same(torch.relu(a * self.scale + b))
+''',
     # the runner calls forward: what it raises there becomes the runtime error's message
     "forward": HEADER + '''
 
@@ -113,6 +132,7 @@ EXPECTED = {
     "import": "passed",
     "include": "build_error",
     "forced_include": "build_error",
+    "response_file": "build_error",
     "forward": "passed",
 }
 
