@@ -464,12 +464,8 @@ async def _run_detection(env: dict[str, str], fork: bool) -> Toolchain:
             "import dataclasses, json, sys; sys.path.insert(0, sys.argv[1]); from buildkit.request import "
             "Toolchain; print(json.dumps(dataclasses.asdict(Toolchain.detect())))"
         )
-        proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-P", "-c", code, str(Path(COMPILE_MAIN).parents[1]),
-            env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-        )  # fmt: skip
-        out, err = await proc.communicate()
-        done = (proc.returncode or 0, out, err)
+        argv = [sys.executable, "-P", "-c", code, str(Path(COMPILE_MAIN).parents[1])]
+        done = await _run_process(argv, env, Path("/"), DETECT_TIMEOUT_S)
     returncode, out, err = done
     if returncode != 0:
         raise RuntimeError(f"detecting the build toolchain failed: {err.decode(errors='replace')[-1000:]}")
