@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO
@@ -37,6 +38,16 @@ from typing import IO
 import pytest
 
 from tests.toolchain import VARIABLE as TOOLCHAIN_VARIABLE
+
+# The suite starts about 120 Python processes that import the project (CLIs, servers, zygotes,
+# probes) and three xdist workers that each rewrite and import every test module. Where the
+# environment turns bytecode caching off (PYTHONDONTWRITEBYTECODE=1, as on this project's dev
+# machines), each of them compiled every source again: about 3 CPU-s per worker's collection and
+# 0.3 s per process. Loaded before xdist starts its workers, so they and everything a test starts
+# inherit it; the caches land in the checkout's ignored __pycache__ folders. (A user's project is
+# another matter: the capture of a user's module keeps the variable, stark_mcp/usercode/introspect.py.)
+if os.environ.pop("PYTHONDONTWRITEBYTECODE", None) is not None:
+    sys.dont_write_bytecode = False
 
 SHARED_FOLDERS = ("adversarial", "evaluator", "bench")
 SHARED_SESSION_FIXTURES = {"evaluator", "cache_dir", "suite_evaluator", "suite_cache", "bench_run"}
