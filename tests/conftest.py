@@ -7,7 +7,7 @@ busy), so three workers share it well: 583-632 s against 870-890 s on one, in cl
 slower (624 s; 625 s against 587 s late on 26 Nov). On a slower VM (`import torch` 3 CPU-s against
 1.2) the suite took 24 to 26 minutes while about half its CPU went to processes that each start by
 importing torch; with workers, runners, builders and compile jails forked from a zygote that imports
-it once it takes 690-790 s there (docs/benchmarks/suite.md, `tools/suite_profile.py`). One toolchain
+it once it takes 655-790 s there (docs/benchmarks/suite.md, `tools/suite_profile.py`). One toolchain
 directory serves the whole run (``pytest_sessionstart``), so each precompiled torch header is made once.
 
 A test that judges a timing (an honest control must not be flagged, a cheat must not gain a speedup)
