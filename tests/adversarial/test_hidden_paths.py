@@ -43,6 +43,18 @@ def steal():
         return ""
 '''
 
+# What the compile-jail variants run if their extension builds: the model calls it.
+EXT_MODEL = '''
+
+class ModelNew(nn.Module):
+    def __init__(self, scale):
+        super().__init__()
+        self.scale = scale
+
+    def forward(self, a, b):
+        return ext.same(torch.relu(a * self.scale + b))
+'''
+
 VARIANTS = {
     # the builder imports the module: what it raises there becomes the load error's message
     "import": HEADER + '''
@@ -66,16 +78,7 @@ ext = load_inline(
     cpp_sources='#include "' + SECRET + '"\\ntorch::Tensor same(torch::Tensor x) { return x; }\\n',
     functions=["same"],
 )
-
-
-class ModelNew(nn.Module):
-    def __init__(self, scale):
-        super().__init__()
-        self.scale = scale
-
-    def forward(self, a, b):
-        return ext.same(torch.relu(a * self.scale + b))
-''',
+''' + EXT_MODEL,
     # the same jail, by a flag instead of the source: gcc reads a forced include before anything else
     "forced_include": HEADER + '''
 ext = load_inline(
@@ -84,16 +87,7 @@ ext = load_inline(
     functions=["same"],
     extra_cflags=["-include", SECRET],
 )
-
-
-class ModelNew(nn.Module):
-    def __init__(self, scale):
-        super().__init__()
-        self.scale = scale
-
-    def forward(self, a, b):
-        return ext.same(torch.relu(a * self.scale + b))
-''',
+''' + EXT_MODEL,
     # the same jail, by a response file: gcc reads its options from the named file, and quotes an
     # option it does not know (the file's first word) in its error. A source without torch's header:
     # a response file turns the precompiled header off, and the leak, if any, is in gcc's first words.
@@ -104,16 +98,19 @@ ext = load_inline(
     extra_cflags=["@" + SECRET],
     no_implicit_headers=True,
 )
+''' + EXT_MODEL,
+    # the same jail, by a directory: a quote-include directory flag makes gcc find the file by its
+    # bare name, a path the source never spells out
+    "quote_dir": HEADER + '''
+import os
 
-
-class ModelNew(nn.Module):
-    def __init__(self, scale):
-        super().__init__()
-        self.scale = scale
-
-    def forward(self, a, b):
-        return ext.same(torch.relu(a * self.scale + b))
-''',
+ext = load_inline(
+    name="stark_adv_quote_dir_secret",
+    cpp_sources='#include "' + os.path.basename(SECRET) + '"\\nstatic int same(int x) { return x; }\\n',
+    extra_cflags=["-iquote", os.path.dirname(SECRET)],
+    no_implicit_headers=True,
+)
+''' + EXT_MODEL,
     # the runner calls forward: what it raises there becomes the runtime error's message
     "forward": HEADER + '''
 
@@ -134,6 +131,7 @@ EXPECTED = {
     "include": "build_error",
     "forced_include": "build_error",
     "response_file": "build_error",
+    "quote_dir": "build_error",
     "forward": "passed",
 }
 
@@ -162,5 +160,5 @@ async def test_a_hidden_folder_stays_out_of_every_jail(where: str, secret_dir: P
     seen = evaluation.model_dump_json()
     assert token not in seen, f"the secret came out of the {where} jail: {evaluation.message[:300]}"
     assert evaluation.status.value == EXPECTED[where], (evaluation.status, evaluation.message[:500])
-    if where.endswith("include"):  # it reached the compiler, which found nothing at that path
+    if where.endswith("include") or where == "quote_dir":  # the compiler found nothing at that path
         assert "api_key.txt" in seen and "No such file" in seen, seen[:2000]
