@@ -11,14 +11,14 @@ per-attempt timeout that way, and short ones avoid the streaming overhead.
 from __future__ import annotations
 
 import logging
-import os
 import time
 from typing import Any
 
 import anthropic
 import anyio
 
-from stark_mcp.llm.errors import LLMCallFailed, LLMError, MissingAPIKey
+from stark_mcp.llm.credentials import resolve_credential
+from stark_mcp.llm.errors import LLMCallFailed, LLMError
 from stark_mcp.llm.pricing import PriceTable
 from stark_mcp.llm.profiles import RoleProfile, default_profiles
 from stark_mcp.llm.protocol import LLMReply, LLMRequest
@@ -26,28 +26,11 @@ from stark_mcp.llm.wire import build_params, parse_structured, reply_text, usage
 
 log = logging.getLogger(__name__)
 
-MISSING_KEY_MESSAGE = (
-    "no Anthropic API key: set ANTHROPIC_API_KEY=sk-ant-... (or ANTHROPIC_AUTH_TOKEN) so that "
-    "`stark-mcp run` can call the model itself; the MCP server (stark-mcp serve) needs no key: "
-    "the host's model does the writing"
-)
-
 # Errors an SSE stream may carry after a 200; the same conditions are retried when they come as a status.
 _TRANSIENT_STREAM_ERRORS = frozenset({"overloaded_error", "api_error", "rate_limit_error"})
 _MAX_STREAM_RETRY_DELAY_S = 8.0
 # Above this the SDK refuses a non-streaming call with its default timeout (about 21,333 tokens).
 _SDK_NONSTREAMING_LIMIT = 21_333
-
-
-def resolve_credential(api_key: str | None) -> tuple[str | None, str | None]:
-    """``(api_key, auth_token)`` from the argument, ``ANTHROPIC_API_KEY`` or ``ANTHROPIC_AUTH_TOKEN``."""
-    if api_key:
-        return api_key, None
-    if env_key := os.environ.get("ANTHROPIC_API_KEY"):
-        return env_key, None
-    if env_token := os.environ.get("ANTHROPIC_AUTH_TOKEN"):
-        return None, env_token
-    raise MissingAPIKey(MISSING_KEY_MESSAGE)
 
 
 class AnthropicBackend:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from stark_mcp.config import Settings
+from stark_mcp.llm.credentials import resolve_credential
 from stark_mcp.llm.errors import LLMError
 from stark_mcp.llm.pricing import PriceTable
 from stark_mcp.llm.profiles import RoleProfile, default_profiles
@@ -35,7 +36,8 @@ def backend_from_settings(
     settings = settings or Settings()
     spec = (spec or settings.llm).strip()
     if spec == "anthropic":
-        # Imported here so that scripted runs never load the SDK.
+        # Refused before the SDK loads; imported here so that scripted runs never load it.
+        resolve_credential(anthropic_options.get("api_key"))
         from stark_mcp.llm.anthropic import AnthropicBackend
 
         chosen = profiles if profiles is not None else default_profiles(

@@ -43,13 +43,16 @@ def _attempts(db: Path, run_id: str | None = None) -> int:
 def test_without_a_key_run_says_how_to_set_one_before_any_work(tmp_path: Path) -> None:
     started = time.monotonic()
     done = subprocess.run(
-        [*CLI, "run", str(PROBLEM_PATH), "--device", "cpu"], env=_env(tmp_path / "home"),
-        capture_output=True, text=True, timeout=60,
+        [sys.executable, "-X", "importtime", *CLI[1:], "run", str(PROBLEM_PATH), "--device", "cpu"],
+        env=_env(tmp_path / "home"), capture_output=True, text=True, timeout=60,
     )
     assert done.returncode == 2
     assert all(needle in done.stderr for needle in ("ANTHROPIC_API_KEY", "stark-mcp serve", "needs no key"))
     assert done.stdout == ""
     assert not (tmp_path / "home").exists()  # no database, no baselines: it stopped first
+    # nor the SDK (about three seconds of imports): the key is looked for first
+    imported = {line.rsplit("|", 1)[-1].strip() for line in done.stderr.splitlines() if "|" in line}
+    assert "stark_mcp.cli" in imported and not {"anthropic", "torch"} & imported
     assert time.monotonic() - started < 30
 
 
