@@ -51,6 +51,10 @@ if os.environ.pop("PYTHONDONTWRITEBYTECODE", None) is not None:
 
 SHARED_FOLDERS = ("adversarial", "evaluator", "bench")
 SHARED_SESSION_FIXTURES = {"evaluator", "cache_dir", "suite_evaluator", "suite_cache", "bench_run"}
+# Module fixtures that start processes (a server with its evaluator and runs, a zygote, the user's
+# program under capture): their module's tests share one worker, so each is made once a run, not
+# once on every worker its tests land on (3 to 8 CPU-s each time, docs/benchmarks/suite.md).
+SHARED_MODULE_FIXTURES = {"flow", "served", "seeded", "two_workers", "zygote", "captured"}
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
@@ -71,7 +75,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     # minute-long test picked up late is the suite's tail (the README's demo started 523 s into a
     # 614 s run) or holds an ``alone`` test off, which holds every other worker off meanwhile: the
     # demo and the prompt's example, started 300 s in, held the adversarial suite's first ``alone``
-    # case 130 s, one or two cores idle (docs/benchmarks/suite.md, stop 15).
+    # case 130 s, one or two cores idle (docs/benchmarks/suite.md, stop 15). The run ends with the
+    # quick tests, so the workers finish together.
     items.sort(key=_slow_first)
     gpu = [item for item in items if item.get_closest_marker("gpu") is not None]
     if gpu and _cuda_available():  # without CUDA they skip: no reason to wait for the machine
@@ -80,16 +85,20 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.alone)
     for item in items:
         parts = Path(str(item.path)).resolve().relative_to(tests).parts
-        shares = SHARED_SESSION_FIXTURES & set(getattr(item, "fixturenames", ()))
+        fixtures = set(getattr(item, "fixturenames", ()))
         if item.get_closest_marker("xdist_group") is not None:
             continue
-        if len(parts) > 1 and parts[0] in SHARED_FOLDERS and shares:
+        if len(parts) > 1 and parts[0] in SHARED_FOLDERS and SHARED_SESSION_FIXTURES & fixtures:
             item.add_marker(pytest.mark.xdist_group(parts[0]))
+        elif SHARED_MODULE_FIXTURES & fixtures:
+            item.add_marker(pytest.mark.xdist_group("/".join(parts)))
 
 
 def _slow_first(item: pytest.Item) -> tuple[bool, float]:
     slow = item.get_closest_marker("slow")
-    return slow is None, -float(slow.kwargs.get("seconds", 0)) if slow is not None else 0.0
+    if slow is None:  # a module fixture's group is seconds of work too: handed out with the slow tests
+        return not SHARED_MODULE_FIXTURES & set(getattr(item, "fixturenames", ())), 0.0
+    return False, -float(slow.kwargs.get("seconds", 0))
 
 
 def _cuda_available() -> bool:

@@ -84,6 +84,7 @@ def test_runs_lists_every_run_newest_first(home: Path) -> None:
     assert "double" in row and "3/5" in row and "n1 2.00x vs eager" in row
 
 
+@pytest.mark.slow  # starts processes: handed out early, not at the run's end
 def test_export_refuses_what_it_cannot_write_and_warns_about_slow_kernels(home: Path, tmp_path: Path) -> None:
     run_id = asyncio.run(record_run(home / "stark.db"))
     runner = CliRunner()

@@ -7,9 +7,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
+@pytest.mark.slow  # starts processes: handed out early, not at the run's end
 def test_bench_compare_prints_a_table_and_checks_agreement() -> None:
     done = subprocess.run(
         [

@@ -20,6 +20,7 @@ def run_cli(*args: str, home: Path) -> subprocess.CompletedProcess[str]:
                           env=env, timeout=300, cwd=FIXTURES.parents[2])
 
 
+@pytest.mark.slow  # starts processes: handed out early, not at the run's end
 def test_json_verdict_and_exit_code_zero(tmp_path) -> None:
     done = run_cli(str(FIXTURES / "relu_sum.py"), str(FIXTURES / "torch_ok.py"), "--device", "cpu",
                    "--json", "--baselines", "eager", home=tmp_path)
@@ -47,6 +48,7 @@ def test_json_verdict_and_exit_code_zero(tmp_path) -> None:
     assert "clocks: candidate reported" in human.stdout and "trusted bound" in human.stdout
 
 
+@pytest.mark.slow  # starts processes: handed out early, not at the run's end
 def test_a_failing_candidate_still_exits_zero(tmp_path) -> None:
     done = run_cli(str(FIXTURES / "relu_sum.py"), str(FIXTURES / "wrong_shape.py"), "--device", "cpu",
                    "--json", "--baselines", "eager", home=tmp_path)
@@ -55,6 +57,7 @@ def test_a_failing_candidate_still_exits_zero(tmp_path) -> None:
     assert (data["status"], data["reason"]) == ("wrong_output", "shape")
 
 
+@pytest.mark.slow  # starts processes: handed out early, not at the run's end
 def test_human_summary(tmp_path) -> None:
     done = run_cli(str(FIXTURES / "relu_sum.py"), str(FIXTURES / "syntax_error.py"), "--device", "cpu",
                    home=tmp_path)

@@ -10,6 +10,7 @@ import pytest
 from stark_mcp.evaluator import probe
 
 
+@pytest.mark.slow  # starts processes: handed out early, not at the run's end
 def test_evaluators_on_other_caches_reuse_this_processs_probe(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -40,6 +41,7 @@ def test_evaluators_on_other_caches_reuse_this_processs_probe(
     assert len(started) == 2
 
 
+@pytest.mark.slow  # starts processes: handed out early, not at the run's end
 def test_a_torch_without_gpu_support_is_known_without_a_probe_process(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

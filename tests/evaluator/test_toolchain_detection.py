@@ -12,6 +12,7 @@ from stark_mcp.evaluator.integrity import Integrity
 from stark_mcp.evaluator.sandbox.env import scrub_env
 
 
+@pytest.mark.slow  # starts processes: handed out early, not at the run's end
 def test_extension_caches_on_other_folders_share_this_processs_detection(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 spec = importlib.util.spec_from_file_location("stark_tool_gpu_profiler", ROOT / "tools" / "gpu_profiler.py")
 assert spec is not None and spec.loader is not None
@@ -16,6 +18,7 @@ sys.modules[spec.name] = tool
 spec.loader.exec_module(tool)
 
 
+@pytest.mark.slow  # starts processes: handed out early, not at the run's end
 def test_dry_run_writes_the_page_from_the_recorded_report(tmp_path: Path) -> None:
     done = subprocess.run(
         [sys.executable, str(ROOT / "tools" / "gpu_profiler.py"), "--dry-run", "--out", str(tmp_path)],

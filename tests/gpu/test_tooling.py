@@ -183,6 +183,7 @@ def test_pipeline_dry_run_checks_its_candidates() -> None:
     assert rows[0][3] is True and len(set(bench.pipeline_candidates(8))) == 8
 
 
+@pytest.mark.slow  # starts processes: handed out early, not at the run's end
 def test_bench_builds_dry_run_classifies_both_layouts() -> None:
     proc = subprocess.run(
         [sys.executable, str(ROOT / "tools" / "bench_builds.py"), "--dry-run"],

@@ -20,6 +20,7 @@ from .replies import CLAMPED, CRASH, FIXED, PRICED, PROBLEM, code_reply, plan_re
 pytestmark = pytest.mark.anyio
 
 
+@pytest.mark.slow  # starts processes: handed out early, not at the run's end
 async def test_stark_run_debugs_a_failure_reaches_its_budget_and_exports_a_runnable_best(
     service: RunService, tmp_path: Path
 ) -> None:

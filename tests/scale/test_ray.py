@@ -4,6 +4,7 @@ and a killed actor replaced with its evaluation retried (real actors, real worke
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import json
 import os
 import signal
@@ -24,7 +25,9 @@ from stark_mcp.records import Status
 from tests.bench.conftest import FAST
 from tests.bench.replies import PROBLEMS, RELU_CRASH, RELU_FUSED, RELU_WRONG, write_replies
 
-ray = pytest.importorskip("ray")
+# Imported by the one worker that runs these (about a second), not by every worker's collection.
+if importlib.util.find_spec("ray") is None:
+    pytest.skip("Ray is not installed (the 'ray' extra)", allow_module_level=True)
 
 # one worker runs both: the module's Ray cluster is started once
 pytestmark = [pytest.mark.anyio, pytest.mark.xdist_group("ray")]
@@ -39,6 +42,8 @@ def anyio_backend() -> str:
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[None]:
     """Three CPU slots: two evaluation actors and one for builds."""
+    import ray
+
     ray.init(num_cpus=3, include_dashboard=False, log_to_driver=False, configure_logging=False)
     yield
     ray.shutdown()

@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -17,6 +19,7 @@ def _tool(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.slow  # starts processes: handed out early, not at the run's end
 def test_bench_scale_dry_run_benches_one_leg_and_keeps_it_for_the_next_call(tmp_path: Path) -> None:
     results = tmp_path / "legs.json"
     done = _tool("tools/bench_scale.py", "--dry-run", "--legs", "0", "--results", str(results))

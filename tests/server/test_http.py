@@ -60,6 +60,7 @@ def http_server(tmp_path: Path):
             process.wait()
 
 
+@pytest.mark.slow  # starts processes: handed out early, not at the run's end
 async def test_bearer_token_is_required_and_sufficient(
     http_server: tuple[int, subprocess.Popen[str]],
 ) -> None:
@@ -87,6 +88,7 @@ def test_exposure_warning() -> None:
     assert "Bearer" in (exposure_warning("192.168.1.5", "t") or "")
 
 
+@pytest.mark.slow  # starts processes: handed out early, not at the run's end
 def test_bad_baselines_option_is_refused(tmp_path: Path) -> None:
     done = subprocess.run(
         [sys.executable, "-m", "stark_mcp", "serve", "--baselines", "eager,turbo"],

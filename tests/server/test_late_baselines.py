@@ -40,6 +40,7 @@ async def wait_settled(client: Client, run_id: str) -> dict[str, Any]:
     raise AssertionError(f"compile_default still pending after {SETTLE_S} s")
 
 
+@pytest.mark.slow  # starts processes: handed out early, not at the run's end
 async def test_create_run_returns_before_the_compile_baseline_which_fills_in_later(tmp_path: Path) -> None:
     home = tmp_path / "home"
     async with Client(server(home)) as client:

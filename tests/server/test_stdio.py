@@ -26,6 +26,7 @@ def server_env(home: Path) -> dict[str, str]:
     }
 
 
+@pytest.mark.slow  # starts processes: handed out early, not at the run's end
 async def test_stdio_search_end_to_end(tmp_path: Path) -> None:
     params = StdioServerParameters(
         command=sys.executable, args=["-m", "stark_mcp", "serve", "--baselines", "eager"],
@@ -65,6 +66,7 @@ async def test_stdio_search_end_to_end(tmp_path: Path) -> None:
     assert (tmp_path / "stark.db").exists()
 
 
+@pytest.mark.slow  # starts processes: handed out early, not at the run's end
 def test_stdout_carries_only_protocol_messages(tmp_path: Path) -> None:
     """Raw JSON-RPC as a legacy host sends it: every stdout line must be a JSON-RPC message."""
     requests = [

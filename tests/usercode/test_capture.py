@@ -161,6 +161,7 @@ def test_unstorable_inputs_and_empty_blocks_are_refused(
     assert call["kwargs"]["extra"][1] == {"k": 1.5}
 
 
+@pytest.mark.slow  # starts processes: handed out early, not at the run's end
 @pytest.mark.anyio
 async def test_a_file_not_written_by_capture_is_refused(user_project: Path, tmp_path: Path) -> None:
     not_a_capture = tmp_path / "weights.pt"

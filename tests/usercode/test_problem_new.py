@@ -44,6 +44,7 @@ def run_problem(path: str | Path, change: Path | None = None) -> dict:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.slow  # starts processes: handed out early, not at the run's end
 def test_the_cli_writes_a_problem_that_imports_the_users_module_and_runs_each_shape(
     user_project: Path,
     tmp_path: Path,
@@ -101,6 +102,7 @@ def test_the_cli_writes_a_problem_that_imports_the_users_module_and_runs_each_sh
     )
 
 
+@pytest.mark.slow  # starts processes: handed out early, not at the run's end
 @pytest.mark.anyio
 async def test_targets_that_cannot_be_used_are_refused_with_what_is_wrong(user_project: Path) -> None:
     def request(target: str) -> object:
