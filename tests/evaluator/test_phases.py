@@ -38,7 +38,8 @@ async def test_phases_add_up_while_another_thread_holds_the_interpreter(evaluato
     """A server runs its sync tools and store writes in threads beside the evaluation's coroutine:
     each time the coroutine gives up the interpreter (a file written, a pipe read), it waits for the
     other thread's turn to end. Such waits land in whichever phase was running; none of them may land
-    outside every phase. (A run of the suite on a loaded 2-core machine left 49 ms, 5.5%, outside: the source's staging.)"""
+    outside every phase (a run of the suite on a loaded 2-core machine left 49 ms, 5.5%, outside: the
+    source's staging)."""
     import sys
     import threading
 
