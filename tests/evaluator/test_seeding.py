@@ -9,10 +9,16 @@ import traceback
 import pytest
 import torch
 
-from stark_mcp.evaluator.trusted import problem
+
+@pytest.fixture
+def problem():
+    # imported by the test, not at collection: the module preloads what workers need (sympy among it)
+    from stark_mcp.evaluator.trusted import problem
+
+    return problem
 
 
-def test_one_seed_gives_the_same_inputs_from_every_generator() -> None:
+def test_one_seed_gives_the_same_inputs_from_every_generator(problem) -> None:
     def draw() -> tuple[torch.Tensor, float]:
         return torch.randn(8), random.random()
 
@@ -27,7 +33,7 @@ def test_one_seed_gives_the_same_inputs_from_every_generator() -> None:
 
 
 def test_a_torch_without_accelerators_is_seeded_without_recording_the_callers_stack(
-    monkeypatch: pytest.MonkeyPatch,
+    monkeypatch: pytest.MonkeyPatch, problem
 ) -> None:
     # torch.manual_seed queues a seed for CUDA with the stack it was called from (1-3 ms a call)
     if any(getattr(torch.version, name, None) is not None for name in ("cuda", "hip", "xpu")):

@@ -7,6 +7,7 @@ regions just before each call, and output layouts. Standard library and torch on
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import importlib.util
 import random
@@ -19,6 +20,17 @@ from typing import Any
 import torch
 
 from stark_mcp.evaluator.common.regions import dtype_name, layout_for, nbytes_of
+
+# What a worker's first problem would import: imported with this module, the zygote that preloads it
+# pays that once for all the workers it forks (tests/evaluator/test_preloads.py). Sizing the inputs
+# runs the problem's get_inputs on the meta device, where torch's factories are its Python
+# references; their argument checks (torch._check) import torch's symbolic shapes, and with them
+# sympy and mpmath: about 500 modules, 0.7 CPU-s a worker. (A module of torch's rather than an API:
+# where it is gone, only the time is lost.) seed_all seeds NumPy's generator, a lazy submodule.
+with contextlib.suppress(ImportError):
+    import torch.fx.experimental.symbolic_shapes  # noqa: F401
+with contextlib.suppress(ImportError):
+    import numpy.random  # noqa: F401
 
 
 class ProblemFailure(Exception):
