@@ -103,6 +103,7 @@ def test_stark_device_is_the_default_device(tmp_path: Path) -> None:
     assert result.exit_code == 2 and "no CUDA device" in result.output, result.output
 
 
+@pytest.mark.xdist_group("anthropic_sdk")  # builds the real backend: on the worker that imports the SDK
 def test_stark_prices_reach_the_anthropic_backend(tmp_path: Path) -> None:
     prices = tmp_path / "prices.json"
     prices.write_text('{"my-model": {"input": 1, "output": 2, "cache_read": 0, "cache_write": 0}}')

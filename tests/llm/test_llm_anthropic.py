@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import socket
+from typing import TYPE_CHECKING, Any
 
 import pytest
 from llm_fake_api import Fail, FakeAnthropic, Reply, Stall, StreamError, text_reply
@@ -18,9 +19,22 @@ from stark_mcp.llm import (
     RoleProfile,
     default_profiles,
 )
-from stark_mcp.llm.anthropic import AnthropicBackend
+
+if TYPE_CHECKING:
+    from stark_mcp.llm.anthropic import AnthropicBackend
+
+# Importing the SDK costs about 4 CPU-s: this module's tests (and the two other tests that build the
+# real backend, tests/llm/test_llm_scripted.py and tests/test_config.py) share one worker, and the
+# import is made when a test first needs it, not by every worker's collection.
+pytestmark = pytest.mark.xdist_group("anthropic_sdk")
 
 KEY = "sk-ant-test-key"
+
+
+def anthropic_backend(*args: Any, **kwargs: Any) -> AnthropicBackend:
+    from stark_mcp.llm.anthropic import AnthropicBackend
+
+    return AnthropicBackend(*args, **kwargs)
 
 
 def make_backend(
@@ -28,7 +42,7 @@ def make_backend(
 ) -> AnthropicBackend:
     kwargs.setdefault("api_key", KEY)
     kwargs.setdefault("max_retries", 2)
-    return AnthropicBackend(
+    return anthropic_backend(
         profiles or default_profiles("claude-sonnet-4-6"), base_url=fake.base_url, **kwargs
     )
 
@@ -320,7 +334,7 @@ async def test_unreachable_endpoint() -> None:
     with socket.socket() as sock:  # a port that was free a moment ago: nothing listens there
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    backend = AnthropicBackend(
+    backend = anthropic_backend(
         one_profile(max_tokens=500), api_key=KEY, base_url=f"http://127.0.0.1:{port}", max_retries=0
     )
     async with backend:
@@ -338,7 +352,7 @@ async def test_unknown_role(fake: FakeAnthropic) -> None:
 
 def test_missing_key_says_how_to_set_one() -> None:
     with pytest.raises(MissingAPIKey) as excinfo:
-        AnthropicBackend()
+        anthropic_backend()
     message = str(excinfo.value)
     assert "ANTHROPIC_API_KEY=" in message
     assert "stark-mcp serve" in message and "needs no key" in message
@@ -352,7 +366,7 @@ async def test_key_from_environment(
     monkeypatch.setenv(variable, "sk-from-env")
     monkeypatch.setenv("ANTHROPIC_BASE_URL", fake.base_url)
     fake.queue(text_reply("ok"))
-    async with AnthropicBackend(one_profile(max_tokens=500)) as backend:
+    async with anthropic_backend(one_profile(max_tokens=500)) as backend:
         assert backend.base_url.rstrip("/") == fake.base_url
         await backend.complete(request())
     assert fake.requests[0].headers["authorization"] == "Bearer sk-from-env"
@@ -360,4 +374,4 @@ async def test_key_from_environment(
 
 def test_stream_threshold_must_be_one_the_sdk_allows() -> None:
     with pytest.raises(LLMError, match="stream_above_tokens"):
-        AnthropicBackend(api_key=KEY, stream_above_tokens=50_000)
+        anthropic_backend(api_key=KEY, stream_above_tokens=50_000)

@@ -189,6 +189,7 @@ def test_factory_errors() -> None:
 
 
 @pytest.mark.anyio
+@pytest.mark.xdist_group("anthropic_sdk")  # builds the real backend: on the worker that imports the SDK
 async def test_factory_builds_the_anthropic_backend(fake: FakeAnthropic) -> None:
     fake.queue(text_reply("real path"))
     backend = backend_from_settings(
