@@ -8,9 +8,8 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from pathlib import Path
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "cpu"
+from tests.evaluator.conftest import FIXTURES
 
 # A fresh interpreter stands for the zygote: the same imports, then one problem loaded as a worker
 # loads it (its model built, its inputs sized on the meta device, then made).

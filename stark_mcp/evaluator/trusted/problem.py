@@ -2,7 +2,8 @@
 
 Only the problem's own code runs here. Everything a candidate needs about the problem leaves this
 process as data: constructor arguments plus the RNG state to build with, tensors written into shared
-regions just before each call, and output layouts. Standard library and torch only.
+regions just before each call, and output layouts. Standard library and torch only (and NumPy's
+generator, seeded with the others, where NumPy is installed).
 """
 
 from __future__ import annotations
