@@ -39,6 +39,7 @@ from typing import IO
 import pytest
 
 from tests.toolchain import VARIABLE as TOOLCHAIN_VARIABLE
+from tests.xdist_groups import check_groups_kept
 
 # The suite starts about 120 Python processes that import the project (CLIs, servers, zygotes,
 # probes) and three xdist workers that each rewrite and import every test module. Where the
@@ -66,8 +67,8 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     os.environ[TOOLCHAIN_VARIABLE] = str(folder / "toolchain")
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist's own, which reads the groups into the test ids
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+@pytest.hookimpl(wrapper=True)  # before xdist's own, which reads the groups into the test ids
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> Iterator[None]:
     tests = Path(__file__).resolve().parent
     # Slow tests first, the longest (``slow(seconds=...)``) first among them: xdist hands out its
     # work units (a test, or a whole ``xdist_group`` at its first test's place) in this order, two to
@@ -93,6 +94,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.xdist_group(parts[0]))
         elif SHARED_MODULE_FIXTURES & fixtures:
             item.add_marker(pytest.mark.xdist_group("/".join(parts)))
+    yield
+    check_groups_kept(config, items)  # after xdist's: the groups are in the ids it sends
 
 
 @pytest.hookimpl(tryfirst=True)
