@@ -23,7 +23,8 @@ Tests that use a folder's session fixture holding an evaluator (its workers, its
 benchmark's two CLI runs (``bench_run``) stay on one worker (``xdist_group`` per folder), so that
 folder's C++ builds, precompiled headers and benchmark are made once (a session fixture is made
 once per worker that asks for it); the folder's other tests (their own temporary caches, or none)
-go wherever a worker is free.
+go wherever a worker is free. A run whose pytest and xdist lose the groups stops at its collection
+(tests/xdist_groups.py).
 """
 
 from __future__ import annotations
