@@ -152,6 +152,8 @@ class Session:
                 self._load(runner, job)
                 self._phase("correctness", self._correctness)
                 shapes = self._phase("timing", self._timing)
+                if runner.jail is not None and runner.jail.oom_killed():  # a helper died for it
+                    raise Stop("runtime_error", "resource", "a process of the candidate's was killed")
             except TRUSTED_FAILURES as failure:
                 if isinstance(failure, DeviceBusy) or self.driver is None:
                     raise
