@@ -90,16 +90,20 @@ def cgroups_of(pid: int) -> set[str]:
 
 
 def processes_of(uid: int) -> list[int]:
-    """Every live process whose real uid is ``uid``."""
+    """Every live process whose real uid is ``uid`` (not zombies: they hold nothing, and only their
+    parent's wait ends them)."""
     pids = []
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
         try:
             with open(f"/proc/{entry}/status") as fh:
+                zombie = False
                 for line in fh:
-                    if line.startswith("Uid:"):
-                        if int(line.split()[1]) == uid:
+                    if line.startswith("State:"):
+                        zombie = line.split()[1] in ("Z", "X")
+                    elif line.startswith("Uid:"):
+                        if int(line.split()[1]) == uid and not zombie:
                             pids.append(int(entry))
                         break
         except (OSError, ValueError, IndexError):
