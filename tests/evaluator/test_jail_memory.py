@@ -61,3 +61,13 @@ async def test_memory_held_in_unmapped_shared_files_hits_the_jail_cap(evaluator)
     # The worker and the parent lived on: the same evaluator, the same cap, an honest candidate passes.
     honest = await evaluator.evaluate(problem, HONEST, device="cpu", settings=CAPPED, use_cache=False)
     assert honest.passed, honest.message
+
+
+def test_a_missing_memory_cap_is_said_in_the_trust_note_at_every_level() -> None:
+    from stark_mcp.evaluator.sandbox.levels import NO_MEMORY_CAP, IsolationInfo
+
+    capless = f"{NO_MEMORY_CAP}, no pids.max and no freezer: no writable cgroup v2 hierarchy"
+    info = IsolationInfo(level="sandbox", notes=["bubblewrap note", capless])
+    assert info.note == capless
+    assert IsolationInfo(level="sandbox", notes=["bubblewrap note"]).note == ""
+    assert capless in IsolationInfo(level="uid", notes=["why uid", capless]).note
