@@ -273,7 +273,19 @@ def sweep_stale(root: str) -> None:
             continue
         for name in names:
             parent = os.path.join(base, name)
-            if not dead_owner(name) or not os.path.isdir(parent):
+            if not os.path.isdir(parent):
+                continue
+            if name.startswith("stark-") and name[6:].isdigit():
+                # An older evaluator's, named without a start time: nothing proves its owner dead, so
+                # once no process has its pid, only groups already empty go (rmdir refuses any other;
+                # no process is signalled).
+                if os.path.exists(f"/proc/{name[6:]}"):
+                    continue
+                for child in os.listdir(parent):
+                    _rmdir(os.path.join(parent, child))
+                _rmdir(parent)
+                continue
+            if not dead_owner(name):
                 continue
             for child in os.listdir(parent):
                 path = os.path.join(parent, child)
