@@ -103,3 +103,49 @@ def test_what_the_dead_owner_recorded_is_cleaned_and_the_uid_reused() -> None:
             leftover.kill()
         leftover.wait()
         group.remove()
+
+
+def running(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except OSError:
+        return False
+
+
+MAKE_GROUP = """
+import subprocess, sys, time
+from stark_mcp.evaluator.sandbox.cgroups import CGroup
+from stark_mcp.evaluator.sandbox.levels import detect
+group = CGroup.create(detect().cgroup, "sweeptest")
+child = subprocess.Popen(["/bin/sh", "-c", 'echo $$ > "$0" && exec sleep 60', group.procs_file])
+time.sleep(0.3)
+print(group.path, child.pid, flush=True)
+time.sleep(60)
+"""
+
+
+@needs_root
+def test_the_sweep_takes_only_groups_whose_owner_is_gone() -> None:
+    from stark_mcp.evaluator.sandbox.cgroups import sweep_stale
+
+    owners = [subprocess.Popen([sys.executable, "-c", MAKE_GROUP], stdout=subprocess.PIPE, text=True)
+              for _ in range(2)]
+    try:
+        made = [owner.stdout.readline().split() for owner in owners]  # type: ignore[union-attr]
+        (live_group, live_child), (dead_group, dead_child) = [(p, int(c)) for p, c in made]
+        owners[1].kill()  # its group and the process in it stay behind
+        owners[1].wait()
+        sweep_stale(detect().cgroup)
+        assert os.path.isdir(live_group)
+        assert os.path.exists(f"/proc/{live_child}")
+        assert not os.path.exists(os.path.dirname(dead_group))
+        deadline = time.monotonic() + 5
+        while running(dead_child) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not running(dead_child)
+    finally:
+        for owner in owners:
+            owner.kill()
+            owner.wait()
+        sweep_stale(detect().cgroup)

@@ -18,12 +18,47 @@ from __future__ import annotations
 import os
 import time
 
-from stark_mcp.evaluator.sandbox.claims import alive, start_time
+from stark_mcp.evaluator.sandbox.claims import Claim, ClaimError, alive, start_time
 
 
 def own_parent_name() -> str:
     """This process's folder of groups in every hierarchy: ``stark-<pid>-<start time>``."""
     return f"stark-{os.getpid()}-{start_time(os.getpid())}"
+
+
+_held: dict[str, Claim] = {}
+
+
+def _claim_parent() -> None:
+    """Hold the machine-wide claim on our folder's name for as long as this process lives (the kernel
+    lets it go when we die): an evaluator in another PID namespace that sees the same cgroup tree,
+    where our pid and start time could name a process of its own, then still leaves our groups alone."""
+    name = own_parent_name()
+    if name in _held:
+        return
+    try:
+        got = Claim.take("cgroups", name)
+    except (OSError, ClaimError):
+        return
+    if got is not None:
+        got[0].record()
+        _held[name] = got[0]
+
+
+def _claimed_by_someone(name: str) -> bool:
+    """Another live process holds the claim on the folder ``name`` (so it is not a leftover)."""
+    try:
+        got = Claim.take("cgroups", name)
+    except (OSError, ClaimError):
+        return False
+    if got is None:
+        return True
+    try:
+        os.unlink(got[0].path)  # its owner is gone for good: the name is never taken again
+    except OSError:
+        pass
+    got[0].release(clean=True)
+    return False
 
 
 class CGroup:
@@ -39,6 +74,7 @@ class CGroup:
     def create(
         cls, root: str, name: str, pids_max: int | None = None, memory_max: int | None = None
     ) -> CGroup | None:
+        _claim_parent()
         parent = os.path.join(root, own_parent_name())
         try:
             os.makedirs(parent, exist_ok=True)
@@ -285,7 +321,7 @@ def sweep_stale(root: str) -> None:
                     _rmdir(os.path.join(parent, child))
                 _rmdir(parent)
                 continue
-            if not dead_owner(name):
+            if not dead_owner(name) or _claimed_by_someone(name):
                 continue
             for child in os.listdir(parent):
                 path = os.path.join(parent, child)
