@@ -49,6 +49,12 @@ class EvalSettings(BaseModel):
     compare_in_place_bytes: int = Field(
         1 << 30, ge=0, description="outputs this large are compared in place (runner frozen), not copied"
     )
+    jail_memory_bytes: int = Field(
+        0,
+        ge=0,
+        description="memory one jail's processes may hold, shared memory and tmpfs files included "
+        "(cgroup memory.max; past it: runtime_error (resource)); 0: half the machine's memory",
+    )
     implausible_speedup: float = Field(10.0, gt=1)
     profile: bool = Field(
         True,

@@ -21,6 +21,7 @@ SUITE = EvalSettings(
     timing_timeout_s=60.0,
     load_timeout_s=90.0,
     build_timeout_s=300.0,
+    jail_memory_bytes=1 << 30,  # the memory hoarders need no more than this to reach it
 )
 
 

@@ -69,6 +69,14 @@ class Region:
         return cls(mapping.tensor, mapping.size, mapping), fd
 
     @classmethod
+    def private(cls, nbytes: int) -> Region:
+        """Host memory of this process alone (an anonymous private mapping), laid out like a shared
+        region: where the worker reads a runner's outputs to, out of every runner's sight."""
+        nbytes = max(nbytes, ALIGN)
+        mm = mmap.mmap(-1, nbytes, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+        return cls(torch.frombuffer(mm, dtype=torch.uint8), nbytes, mm)
+
+    @classmethod
     def attach(cls, fd: int, nbytes: int, device: str) -> Region:
         if device == "cpu":
             mm = mmap.mmap(fd, nbytes)

@@ -15,7 +15,6 @@ process group plus every descendant still reachable. Standard library only.
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import shutil
@@ -29,7 +28,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from stark_mcp.evaluator.sandbox.cgroups import CGroup
+from stark_mcp.evaluator.sandbox.cgroups import CGroup, dead_owner
+from stark_mcp.evaluator.sandbox.claims import (
+    Claim,
+    ClaimError,
+    Owner,
+    pid_namespace,
+    processes_of,
+    start_time,
+)
 from stark_mcp.evaluator.sandbox.forked import ZygoteClient
 from stark_mcp.evaluator.sandbox.host_layout import GpuLayoutError, gpu_device_nodes, jail_visible_devices
 from stark_mcp.evaluator.sandbox.layout import (
@@ -63,6 +70,9 @@ class JailSpec:
     scratch_bytes: int = 2 << 30
     max_processes: int = 512
     max_file_bytes: int = 1 << 30
+    # What the jail's processes may hold in memory, shared memory and tmpfs files included (cgroup
+    # memory.max); None: half the machine's memory (``default_memory_cap``).
+    memory_max: int | None = None
     hidden: list[str] = field(default_factory=list)  # host dirs to hide (data, caches)
     visible: list[str] = field(default_factory=list)  # host dirs that must stay readable inside
 
@@ -75,33 +85,51 @@ class JailError(RuntimeError):
 
 
 class _Uid:
-    """A uid no one else uses right now, held by an flock for as long as the jail lives."""
+    """A uid no other evaluator on this machine uses right now: a machine-wide claim (``claims.py``)
+    held for as long as the jail lives, whose record says what of that uid is this jail's."""
 
     def __init__(self, base: int) -> None:
-        folder = os.path.join(tempfile.gettempdir(), "stark-mcp-uids")
-        os.makedirs(folder, mode=0o700, exist_ok=True)
         taken = _passwd_uids()
         for uid in range(base, base + UID_COUNT):
             if uid in taken:
                 continue
-            fd = os.open(os.path.join(folder, f"{uid}.lock"), os.O_CREAT | os.O_RDWR, 0o600)
             try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                os.close(fd)
+                got = Claim.take("uids", str(uid))
+            except (OSError, ClaimError) as exc:
+                raise JailError(f"cannot claim a sandbox uid: {exc}") from None
+            if got is None:
+                continue  # another evaluator's, right now
+            claim, previous = got
+            if processes_of(uid) and previous is not None and not previous.owner_alive():
+                # A SIGKILLed owner's leftovers: what its record proves was its jail, and only that.
+                for path in previous.cgroup_dirs:
+                    if dead_owner(os.path.basename(os.path.dirname(path))):
+                        CGroup(path).remove(timeout=2.0)
+                _kill_owned(uid, previous)
+            if processes_of(uid):  # someone's we cannot prove are leftovers: never signalled, skipped
+                claim.release(clean=False)
                 continue
-            if _processes_of(uid):  # a crashed owner left processes behind: not reusable yet
-                _kill_uid(uid)
-                if _processes_of(uid):
-                    os.close(fd)
-                    continue
-            self.uid, self._fd = uid, fd
+            claim.record()
+            self.uid, self.claim = uid, claim
             return
         raise JailError(f"no free sandbox uid in {base}..{base + UID_COUNT - 1}")
 
-    def release(self) -> None:
-        _kill_uid(self.uid)
-        os.close(self._fd)
+    def note(self, **fields: Any) -> None:
+        """Add what the jail is made of to the claim's record, as it becomes known."""
+        for key, value in fields.items():
+            setattr(self.claim.owner, key, value)
+        self.claim.record()
+
+    def owned(self, ancestors: tuple[int, ...]) -> list[int]:
+        owner = self.claim.owner
+        return [pid for pid in processes_of(self.uid) if owner.owns(pid, ancestors)]
+
+    def kill_owned(self, ancestors: tuple[int, ...]) -> None:
+        _kill_owned(self.uid, self.claim.owner, ancestors)
+
+    def release(self, ancestors: tuple[int, ...]) -> None:
+        self.kill_owned(ancestors)
+        self.claim.release(clean=not processes_of(self.uid))
 
 
 def _passwd_uids() -> set[int]:
@@ -112,34 +140,27 @@ def _passwd_uids() -> set[int]:
         return set()
 
 
-def _processes_of(uid: int) -> list[int]:
-    pids = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/status") as fh:
-                for line in fh:
-                    if line.startswith("Uid:"):
-                        if int(line.split()[1]) == uid:
-                            pids.append(int(entry))
-                        break
-        except (OSError, ValueError, IndexError):
-            continue
-    return pids
-
-
-def _kill_uid(uid: int, rounds: int = 50) -> None:
-    """SIGKILL every process of ``uid`` until none is left (a fork bomb needs several rounds)."""
+def _kill_owned(uid: int, owner: Owner, ancestors: tuple[int, ...] = (), rounds: int = 50) -> None:
+    """SIGKILL every process of ``uid`` that ``owner`` provably owns, until none is left (a fork bomb
+    needs several rounds). Each is held by a pidfd while it is checked, so the signal reaches the
+    process that was checked, never a later one given its pid."""
     for _ in range(rounds):
-        pids = _processes_of(uid)
-        if not pids:
-            return
-        for pid in pids:
+        found = False
+        for pid in processes_of(uid):
             try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
+                fd = os.pidfd_open(pid)
+            except OSError:
+                continue
+            try:
+                if owner.owns(pid, ancestors):
+                    found = True
+                    signal.pidfd_send_signal(fd, signal.SIGKILL)
+            except OSError:
                 pass
+            finally:
+                os.close(fd)
+        if not found:
+            return
         time.sleep(0.005)
 
 
@@ -282,8 +303,13 @@ class Jail:
             env["USER"] = env["LOGNAME"] = f"stark{self._uid.uid}"
         if info.cgroup and info.root:
             self.cgroup = CGroup.create(
-                info.cgroup, f"{spec.name}-{os.getpid()}-{time.monotonic_ns()}", pids_max=spec.max_processes
+                info.cgroup,
+                f"{spec.name}-{time.monotonic_ns()}",
+                pids_max=spec.max_processes,
+                memory_max=spec.memory_max if spec.memory_max is not None else default_memory_cap(),
             )
+            if self.cgroup is not None and self._uid is not None:
+                self._uid.note(cgroups=self.cgroup.proc_paths(), cgroup_dirs=self.cgroup.dirs)
         call = zygote.runs(spec.argv) if zygote is not None and zygote.alive() else None
         if call is not None and self.level == "sandbox" and info.root:
             # ZygoteUnavailable propagates (start() closes this jail, and cgroup.kill takes whatever
@@ -291,6 +317,7 @@ class Jail:
             # half-built jail may already have written to.
             self.proc = zygote.start_jail(*self._fork_request(call, env, pass_fds, stdout, stderr))
             self.child_pid = self.proc.pid
+            self._note_first()
             return
         argv = self._argv(env)
         info_r = info_w = None
@@ -319,6 +346,20 @@ class Jail:
             self.child_pid = _read_child_pid(info_r, self.proc)
         else:
             self.child_pid = self._find_child()
+        self._note_first()
+
+    def _note_first(self) -> None:
+        """Record the jail's first process (and its PID namespace, where it has one of its own) with
+        the uid's claim: what proves its processes are this jail's to a later evaluator, if we die."""
+        if self._uid is None or self.proc is None:
+            return
+        first = self.child_pid or self.proc.pid
+        pidns = pid_namespace(first)
+        self._uid.note(
+            first=first,
+            first_started=start_time(first),
+            pidns=pidns if pidns is not None and pidns != pid_namespace(os.getpid()) else None,
+        )
 
     def _fork_request(
         self,
@@ -342,7 +383,7 @@ class Jail:
             "steps": [step.to_json() for step in self.layout()],
             "env": env,
             "uid": self.uid,
-            "cgroup_procs": self.cgroup.procs_file if self.cgroup is not None else None,
+            "cgroup_procs": self.cgroup.procs_files if self.cgroup is not None else [],
             "limits": limits,
             "cpus": spec.cpus,
             "chdir": SCRATCH_INSIDE,
@@ -377,7 +418,7 @@ class Jail:
                 *inner,
             ]
         if self.cgroup is not None:
-            inner = ["/bin/sh", "-c", 'echo $$ > "$0" && exec "$@"', self.cgroup.procs_file, *inner]
+            inner = ["/bin/sh", "-c", _JOIN, "stark-join", *self.cgroup.procs_files, "--", *inner]
         return inner
 
     def _bwrap(self, env: dict[str, str]) -> list[str]:
@@ -436,7 +477,13 @@ class Jail:
         return self._killed_by_us
 
     def oom_killed(self) -> bool:
+        """The jail ran out of its memory cap (or the kernel's OOM killer took one of its processes)."""
         return self.cgroup.oom_killed() if self.cgroup is not None else False
+
+    @property
+    def memory_cap(self) -> int | None:
+        """The memory cap in force (bytes), or None where cgroups could not set one."""
+        return self.cgroup.memory_max if self.cgroup is not None else None
 
     def pids(self) -> list[int]:
         """Every live process of the jail (the launcher chain included)."""
@@ -447,8 +494,13 @@ class Jail:
             found.add(self.proc.pid)
             found.update(descendants(self.proc.pid))
         if self._uid is not None:
-            found.update(_processes_of(self._uid.uid))
+            found.update(self._uid.owned(self._ancestors()))
         return sorted(found)
+
+    def _ancestors(self) -> tuple[int, ...]:
+        """Processes of ours a jail process may descend from: this one (a subreaper in the worker,
+        where orphans land) and the jail's launcher."""
+        return (os.getpid(),) + ((self.proc.pid,) if self.proc is not None else ())
 
     def cpu_ns(self) -> int:
         """CPU time the kernel accounted to every process of the jail so far (ns).
@@ -514,7 +566,7 @@ class Jail:
             except (ProcessLookupError, PermissionError):
                 pass
         if self._uid is not None:
-            _kill_uid(self._uid.uid)
+            self._uid.kill_owned(self._ancestors())
 
     def close(self) -> None:
         self.kill_all()
@@ -527,7 +579,7 @@ class Jail:
             self.cgroup.remove()
             self.cgroup = None
         if self._uid is not None:
-            self._uid.release()
+            self._uid.release(self._ancestors())
             self._uid = None
         if self._scratch_host is not None:
             shutil.rmtree(self._scratch_host, ignore_errors=True)
@@ -546,6 +598,20 @@ def inside_path(level: str, mount: Mount) -> str:
 
 
 # ---- helpers -----------------------------------------------------------------------------------------
+
+# Joins every group named before ``--`` (a v2 group, and a v1 memory group on hybrid machines), then
+# runs the rest: the jail's first process is in all of them before any of its code runs.
+_JOIN = 'while [ "$1" != -- ]; do echo $$ > "$1" || exit 126; shift; done; shift; exec "$@"'
+
+
+def default_memory_cap() -> int:
+    """Half the machine's memory: past it a jail is stopped by its own cap, well before the kernel's
+    OOM killer would pick the largest process on the machine (often the trusted worker)."""
+    try:
+        pages, size = os.sysconf("SC_PHYS_PAGES"), os.sysconf("SC_PAGE_SIZE")
+        return max(1 << 30, pages * size // 2)
+    except (OSError, ValueError):
+        return 8 << 30
 
 
 def die_with_parent() -> None:

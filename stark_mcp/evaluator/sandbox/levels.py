@@ -25,6 +25,7 @@ from pathlib import Path
 LEVELS = ("sandbox", "uid", "process")
 PROBE_TIMEOUT_S = 20.0
 DEFAULT_UID_BASE = 61000
+NO_MEMORY_CAP = "jails have no memory cap"
 
 
 @dataclass(frozen=True)
@@ -72,8 +73,11 @@ class IsolationInfo:
 
     @property
     def note(self) -> str:
-        """Why the level is not ``sandbox`` (empty when it is); ``doctor`` shows every note."""
-        return "" if self.level == "sandbox" else "; ".join(self.notes)
+        """Why the level is not ``sandbox``, and at any level why jails have no memory cap (empty
+        when neither applies); ``doctor`` shows every note."""
+        if self.level != "sandbox":
+            return "; ".join(self.notes)
+        return "; ".join(n for n in self.notes if n.startswith(NO_MEMORY_CAP))
 
 
 def _run_ok(argv: list[str]) -> tuple[bool, str]:
@@ -111,6 +115,19 @@ def cgroup_root() -> str | None:
         ):
             return base
     return None
+
+
+def _memory_capable(root: str) -> bool:
+    """Jail groups under ``root`` can get ``memory.max``, or a v1 memory group (``cgroups.py``)."""
+    from stark_mcp.evaluator.sandbox.cgroups import v1_memory_root
+
+    try:
+        with open(os.path.join(root, "cgroup.controllers")) as fh:
+            if "memory" in fh.read().split():
+                return True
+    except OSError:
+        pass
+    return v1_memory_root() is not None
 
 
 def _bwrap_probe(bwrap: str, setpriv: str | None, root: bool) -> tuple[bool, bool, str]:
@@ -186,6 +203,15 @@ def detect(policy: SandboxPolicy | None = None, refresh: bool = False) -> Isolat
         )
     if not prlimit:
         notes.append("prlimit (util-linux) is missing: no per-process limits on processes or file size")
+    if not root:
+        notes.append(f"{NO_MEMORY_CAP}, no pids.max and no freezer: cgroups are used only as root")
+    elif cgroup is None:
+        notes.append(f"{NO_MEMORY_CAP}, no pids.max and no freezer: no writable cgroup v2 hierarchy")
+    elif not _memory_capable(cgroup):
+        notes.append(
+            f"{NO_MEMORY_CAP}: the memory controller is not delegated to {cgroup} and no cgroup v1 "
+            "memory hierarchy is writable"
+        )
     forced = policy.isolation
     if forced != "auto":
         if forced not in possible:

@@ -252,7 +252,8 @@ class JailPlan(ModuleRun):
         super().__init__(request, fds, base_path, coerced)
         self.steps = [MountStep.from_json(s) for s in request["steps"]]
         self.uid = None if request.get("uid") is None else int(request["uid"])
-        self.cgroup_procs = request.get("cgroup_procs")
+        procs = request.get("cgroup_procs") or []
+        self.cgroup_procs = [str(procs)] if isinstance(procs, str) else [str(p) for p in procs]
         self.limits = {str(k): int(v) for k, v in (request.get("limits") or {}).items()}
         self.cpus = [int(c) for c in request["cpus"]] if request.get("cpus") else None
         self.chdir = str(request.get("chdir") or "/")
@@ -266,8 +267,8 @@ class JailPlan(ModuleRun):
         _leave(zygote)
         enter.set_name("stark-jail")
         enter.close_fds_except(keep)
-        if self.cgroup_procs:
-            with open(str(self.cgroup_procs), "w") as fh:
+        for procs in self.cgroup_procs:  # a v2 group, and a v1 memory group on hybrid machines
+            with open(procs, "w") as fh:
                 fh.write(str(os.getpid()))
         for name, value in self.limits.items():
             resource.setrlimit(_LIMITS[name], (value, value))

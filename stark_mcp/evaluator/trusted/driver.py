@@ -143,6 +143,10 @@ class Driver:
         self.output_leaves, out_bytes = problem.output_layout()
         self.inputs, self.inputs_fd = Region.create(in_bytes, problem.device)
         self.outputs, self.outputs_fd = Region.create(out_bytes, problem.device)
+        self._out_bytes = out_bytes
+        # Where checked outputs read from the runner's memory land (``fetch``): ours alone. Read into
+        # the shared outputs region, which the runner maps, the copy was a sign it could watch for.
+        self.received: Region | None = None
         self.next_slot = 0
         self.input_seconds = 0.0  # generating fresh inputs for this runner's calls
         self._last: Call | None = None
@@ -228,23 +232,39 @@ class Driver:
         """Ask the runner to leave on its own (a tool wrapped around it writes its report then)."""
         self.runner.call(0, EXIT, [], lambda: None, timeout)
 
+    @property
+    def reads_privately(self) -> bool:
+        """Outputs are read from the runner's memory into ours (``fetch``), not taken from the
+        shared region the runner copied them to."""
+        return self.runner.memory is not None
+
     def fetch(self, made: Made) -> None:
-        """Copy a call's outputs from the runner's memory into our region, where it published them
-        by address (a CPU runner whose memory we can read); nothing to do where it copied them.
-        Raises OutputUnreadable for an address that is not one, or bytes that cannot be read."""
+        """Copy a call's outputs from the runner's memory into memory of ours alone (``received``),
+        where it published them by address (a CPU runner whose memory we can read); nothing to do
+        where it copied them into the shared region. Raises OutputUnreadable for an address that is
+        not one, or bytes that cannot be read."""
         memory = self.runner.memory
         if memory is None:
             return
+        if self.received is None:
+            self.received = Region.private(self._out_bytes)
         leaves = self.output_leaves[made.call.shape]
         for leaf, address in published_addresses(made.outcome.meta.get("out")):
             if not 0 <= leaf < len(leaves):
                 continue  # validate_tree refuses the description
             if int(leaves[leaf]["nbytes"]):
-                memory.read_into(address, self.outputs.host_bytes(leaves[leaf]))
+                memory.read_into(address, self.received.host_bytes(leaves[leaf]))
+
+    def checked_views(self, shape: int) -> list[torch.Tensor]:
+        """Where a checked call's outputs are once ``fetch`` is done: our own copy where we read
+        them, else the shared region (which the runner can still write)."""
+        if self.reads_privately and self.received is not None:
+            return [self.received.view(leaf) for leaf in self.output_leaves[shape]]
+        return self.output_views(shape)
 
     def snapshot(self, shape: int) -> list[torch.Tensor]:
         """A private copy of the published outputs, taken once the call is over."""
-        return [v.clone() for v in self.output_views(shape)]
+        return [v.clone() for v in self.checked_views(shape)]
 
     def mutated_inputs(self, made: Made) -> list[int]:
         """Input tensor leaves the runner changed (compared with the pristine private copy)."""
@@ -269,6 +289,8 @@ class Driver:
         self._last = None
         self.inputs.close()
         self.outputs.close()
+        if self.received is not None:
+            self.received.close()
         for fd in (self.inputs_fd, self.outputs_fd):
             try:
                 os.close(fd)

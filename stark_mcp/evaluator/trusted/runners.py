@@ -14,6 +14,7 @@ Standard library and torch only.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import select
 import signal
@@ -22,7 +23,7 @@ import sys
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -370,6 +371,18 @@ class RunnerHandle:
             return None
         self.jail.freeze()
         return None if self.cuda else self.jail.cpu_snapshot()
+
+    @contextlib.contextmanager
+    def held_still(self) -> Iterator[None]:
+        """The jail frozen for a read of its outputs: no thread of it runs while we read, so none
+        can see the read begin. Charges are left as they are (unlike ``thaw``): what the jail does
+        after the read until the next GO is the next call's, as after any call."""
+        frozen = self.jail is not None and self.jail.freeze()
+        try:
+            yield
+        finally:
+            if frozen and self.jail is not None and self.alive():
+                self.jail.thaw()
 
     def restart_charges(self) -> None:
         """Charge the next call from its GO, not from the previous call's end. Done for every runner

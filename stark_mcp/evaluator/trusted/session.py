@@ -152,6 +152,8 @@ class Session:
                 self._load(runner, job)
                 self._phase("correctness", self._correctness)
                 shapes = self._phase("timing", self._timing)
+                if runner.jail is not None and runner.jail.oom_killed():  # a helper died for it
+                    raise Stop("runtime_error", "resource", "a process of the candidate's was killed")
             except TRUSTED_FAILURES as failure:
                 if isinstance(failure, DeviceBusy) or self.driver is None:
                     raise
@@ -164,6 +166,7 @@ class Session:
             }
         except Stop as stop:
             result = {"status": stop.status, "reason": stop.reason, "message": stop.message}
+            result = out_of_memory(runner, stop) or result
         finally:
             started = time.monotonic()
             if self.driver is not None:
@@ -303,29 +306,44 @@ class Session:
                 raise Stop("runtime_error", "channel", f"invalid DONE from the candidate: {str(meta)[:300]}")
             raise Stop(str(status), str(reason), str(meta.get("message", ""))[:2000])
         spec = self.problem.shapes[made.call.shape]
-        if checked:
+        if not checked:
+            self._judge_published(made, False, phase, spec, [None] * len(spec.outputs))
+            return
+        # A checked call's outputs are read with the runner frozen, into memory of ours alone where
+        # they are read from its memory: no thread of the candidate sees the read begin, and nothing
+        # it maps changes, so a checked call looks like any other from inside until the read is over.
+        runner = self.driver.runner
+        in_place = spec.output_bytes >= int(self.s.get("compare_in_place_bytes", 1 << 30))
+        shared = not self.driver.reads_privately
+        with runner.held_still():
             try:
                 self._timed("compare", lambda: self.driver.fetch(made))
             except OutputUnreadable as exc:
                 raise Stop("runtime_error", "channel", f"invalid output description: {exc}") from None
-        in_place = checked and spec.output_bytes >= int(self.s.get("compare_in_place_bytes", 1 << 30))
-        if not in_place:
+            if in_place and shared:
+                # Outputs of gigabytes in the shared region are compared where they lie, the runner
+                # frozen meanwhile, rather than copied: a private copy of a 6 GB output is what the
+                # 80 GB GPU did not have room for.
+                self._judge_published(made, True, phase, spec, self.driver.checked_views(made.call.shape))
+                return
             published = (
-                self._timed("compare", lambda: self.driver.snapshot(made.call.shape))
-                if checked
-                else [None] * len(spec.outputs)
+                self._timed("compare", self._snapshot_now(made.call.shape))
+                if shared
+                else self.driver.checked_views(made.call.shape)  # ours alone: nothing can change it
             )
-            self._judge_published(made, checked, phase, spec, published)
-            return
-        # Outputs of gigabytes are compared where they lie, with the runner frozen meanwhile, rather
-        # than copied: a private copy of a 6 GB output is what the 80 GB GPU did not have room for.
-        runner = self.driver.runner
-        runner.freeze()
-        try:
-            self._judge_published(made, checked, phase, spec, self.driver.output_views(made.call.shape))
-        finally:
-            if runner.alive():
-                runner.thaw()
+        self._judge_published(made, True, phase, spec, published)
+
+    def _snapshot_now(self, shape: int) -> Callable[[], list[torch.Tensor]]:
+        """Our copy of the shared outputs, finished (a GPU copy is queued: it must be done before the
+        runner is thawed, or a thread of it could change what we copy)."""
+
+        def take() -> list[torch.Tensor]:
+            assert self.driver is not None
+            copy = self.driver.snapshot(shape)
+            self.tools.sync()
+            return copy
+
+        return take
 
     def _judge_published(
         self, made: Made, checked: bool, phase: str, spec: Any, published: list[Any]
@@ -618,6 +636,23 @@ def candidate_setup(
 
 def load_budget(s: dict[str, Any], job: dict[str, Any]) -> float:
     return float(s["load_timeout_s"]) + (float(s["build_timeout_s"]) if job.get("deferred") else 0.0)
+
+
+def out_of_memory(runner: RunnerHandle, stop: Stop) -> dict[str, Any] | None:
+    """The verdict for a candidate that failed after its jail ran into its memory cap, whatever it
+    failed with (killed, or an allocation error it raised): the cap covers what its processes hold in
+    shared memory and tmpfs files, not only their resident sets. None if it did not."""
+    jail = runner.jail
+    if stop.status not in ("runtime_error", "load_error") or jail is None or not jail.oom_killed():
+        return None
+    cap = jail.memory_cap
+    where = f"its jail's memory cap ({cap / (1 << 20):.0f} MiB)" if cap else "memory"
+    return {
+        "status": "runtime_error",
+        "reason": "resource",
+        "message": f"the candidate's processes ran out of {where}, counting what they hold in shared "
+        f"memory and files as well as their own memory; {stop.message}"[:4000],
+    }
 
 
 def reported_kernels(answer: dict[str, Any]) -> tuple[list[list[Any]] | None, list[dict[str, Any]] | None]:

@@ -196,6 +196,7 @@ class Worker:
             argv=[],
             env=env,
             name=name,
+            memory_max=int(settings.get("jail_memory_bytes") or 0) or None,
             gpu=self.gpu_index if self.cuda else None,
             cpus=cpus,
             hidden=list(self.hidden),
