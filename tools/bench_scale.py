@@ -1,13 +1,16 @@
 """Throughput of `stark-mcp bench` on every GPU of a host against one GPU, and through Ray (docs/scale.md).
 
-usage: python tools/bench_scale.py [--problems FILE] [--select 1/1,1/3,...] [--budget 8]
+usage: python tools/bench_scale.py [--problems FILE] [--select 1/1,1/3,...] [--budget 8] [--kernels triton]
                                    [--legs all,0,ray] [--results FILE] [--out DIR] [--dry-run]
 
 Runs the real CLI three times over the same 8 KernelBench problems (sampling, scripted replies,
 eager baseline only, so the evaluator is the whole cost): `--gpus all`, `--gpus 0`, and
 `--executor ray` (a local Ray cluster started on this host, one actor per GPU). Every attempt is
-the problem's own module renamed `ModelNew` under a distinct comment, so each is a real
-evaluation (correctness and timing on a GPU), never a cache hit; each leg has its own STARK_HOME.
+the problem's own module with its output passed through a Triton copy kernel of its own
+(`--kernels triton`, the default: each attempt JIT-compiles and launches a kernel, as a real one
+does; `--kernels reference` is the module renamed `ModelNew`), under a distinct comment, so each is
+a real evaluation (build, correctness and timing on a GPU), never a cache hit; each leg has its own
+STARK_HOME.
 `--parallel` is left at its default (one expansion per evaluation worker). Prints attempts per
 hour per leg and the ratios against the targets: `--gpus all` / `--gpus 0` at least 1.8 on two
 GPUs (0.9 x the GPU count in general), Ray / local within 10%. Exit status 0 when both hold.
@@ -49,28 +52,59 @@ RAY_TOLERANCE = 0.10
 LEG_TIMEOUT_S = 3000
 
 
-def candidate(source: str, salt: str) -> str:
-    """The reference renamed ModelNew: correct by construction, a distinct source for every attempt."""
-    return re.sub(r"\bModel\b", "ModelNew", source) + f"\n# bench_scale {salt}\n"
+TRITON_TAIL = """
+
+import triton
+import triton.language as tl
 
 
-def write_replies(path: Path, spec: BenchSpec, leg: str) -> int:
+@triton.jit
+def _bench_scale_copy(src, dst, n, BLOCK: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offsets < n
+    tl.store(dst + offsets, tl.load(src + offsets, mask=mask), mask=mask)
+
+
+class ModelNew(_BenchScaleReference):
+    def forward(self, *args, **kwargs):
+        out = super().forward(*args, **kwargs).contiguous()
+        copy = torch.empty_like(out)
+        n = out.numel()
+        _bench_scale_copy[(triton.cdiv(n, 1024),)](out, copy, n, BLOCK=1024)
+        return copy
+"""
+
+
+def candidate(source: str, salt: str, kernels: str = "reference") -> str:
+    """A distinct source for every attempt, correct by construction. ``reference``: the problem's
+    module renamed ModelNew (no build); ``triton``: the module's output passed through a Triton copy
+    kernel, so every attempt JIT-compiles and launches a kernel of its own, as a real attempt does."""
+    if kernels == "triton":
+        body = re.sub(r"\bModel\b", "_BenchScaleReference", source) + TRITON_TAIL
+    else:
+        body = re.sub(r"\bModel\b", "ModelNew", source)
+    return body + f"\n# bench_scale {salt}\n"
+
+
+def write_replies(path: Path, spec: BenchSpec, leg: str, kernels: str) -> int:
     """One generalist reply per attempt, each tied to its pair (so pairs run side by side, one per
     evaluation worker, and each still gets its own problem's module); returns the attempt count."""
     plan = plan_bench(spec)
     lines = []
     for pair in plan.pairs:
         for k in range(spec.budget):
-            text = f"```python\n{candidate(pair.problem.source, f'{leg} {pair.key} {k}')}```\n"
+            text = f"```python\n{candidate(pair.problem.source, f'{leg} {pair.key} {k}', kernels)}```\n"
             lines.append(json.dumps({"text": text, "role": "generalist", "pair": pair.id}))
     path.write_text("\n".join(lines) + "\n")
     return len(lines)
 
 
-def run_leg(leg: str, flags: list[str], spec: BenchSpec, work: Path, device: str) -> dict[str, object]:
+def run_leg(
+    leg: str, flags: list[str], spec: BenchSpec, work: Path, device: str, kernels: str
+) -> dict[str, object]:
     home, out, replies = work / leg / "home", work / leg / "out", work / leg / "replies.jsonl"
     home.mkdir(parents=True)
-    attempts = write_replies(replies, spec.model_copy(update={"out": out}), leg)
+    attempts = write_replies(replies, spec.model_copy(update={"out": out}), leg, kernels)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "STARK_"))}
     env.update(STARK_HOME=str(home), PYTHONPATH=os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]))
     command = [
@@ -123,11 +157,18 @@ def main() -> int:
     parser.add_argument("--legs", default="all,0,ray", help="which legs: all, 0, ray")
     parser.add_argument("--out", type=Path, default=Path(os.environ["OUT"]) if "OUT" in os.environ else None)
     parser.add_argument("--results", type=Path, help="JSON file of legs, read and extended")
+    parser.add_argument(
+        "--kernels",
+        choices=("triton", "reference"),
+        default="triton",
+        help="each attempt's code: the module through a Triton kernel of its own, or the module alone",
+    )
     parser.add_argument("--dry-run", action="store_true", help="CPU, one tiny problem: checks the script")
     args = parser.parse_args()
     legs = [leg.strip() for leg in args.legs.split(",") if leg.strip()]
     if args.dry_run:
         problems, select, budget, device, gpus = str(DRY_PROBLEMS), ["scaled_relu"], 1, "cpu", 0
+        args.kernels = "reference"  # no Triton without a GPU
         timing = {"trials": 2, "warmup_s": 0.0, "min_calls": 3, "min_time_s": 0.0, "max_time_s": 0.05}
     else:
         if args.problems is None:
@@ -160,7 +201,7 @@ def main() -> int:
                     print("ray leg skipped: Ray is not installed here (pip install 'stark-mcp[ray]')")
                     continue
             print(f"leg {leg}: stark-mcp bench {' '.join(flags[leg])} ...", flush=True)
-            results[leg] = run_leg(leg, flags[leg], spec, work, device)
+            results[leg] = run_leg(leg, flags[leg], spec, work, device, args.kernels)
             r = results[leg]
             print(
                 f"  exit {r['exit']}, {r['attempts']}/{r['planned']} attempts in {r['wall_s']:.0f} s",
