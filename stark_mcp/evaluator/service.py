@@ -42,6 +42,7 @@ from stark_mcp.evaluator.workers import WorkerClient, WorkerCrashed, problem_fra
 from stark_mcp.problems import Problem, ProblemError, source_hash
 from stark_mcp.progress import Progress
 from stark_mcp.records import Evaluation, ProfileReport, Status, TimingStats, TrustReport
+from stark_mcp.sol.model import SolReport
 
 _STEPS = {
     "build": 1.0,
@@ -637,6 +638,18 @@ class Evaluator:
             judged = evaluation.model_copy(update={"logs": logs})
         phases = {**judged.phase_seconds, "sol": round(time.monotonic() - t0, 3)}
         return judged.model_copy(update={"phase_seconds": phases})
+
+    async def sol_of(
+        self, problem: Problem, evaluation: Evaluation, device: str = "auto"
+    ) -> SolReport | None:
+        """The SOL record of a time measured outside ``evaluate`` (the run's root: the reference
+        timed as the eager baseline), or None; never a verdict."""
+        info = await self._device(device)
+
+        async def ask(frame: dict[str, Any], expect: set[str], timeout: float) -> dict[str, Any]:
+            return await self._command(info, problem, self.settings, frame, expect, timeout)
+
+        return (await self.sol.judge(problem, info, evaluation, ask)).sol
 
     # -- after the verdict: profile and sanitizer (GPU; never change the verdict or a time) ------------
     async def _after_verdict(

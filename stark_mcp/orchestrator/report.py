@@ -11,6 +11,7 @@ from collections.abc import Sequence
 
 from stark_mcp.agents.profiles import render_profile_table
 from stark_mcp.records import ExchangeRecord, Node, RunRecord
+from stark_mcp.sol.text import fraction_text, sol_sentence
 from stark_mcp.tree import Tree, leaderboard
 
 _LABEL_WIDTH = 34
@@ -85,7 +86,12 @@ def render_leaderboard(nodes: Sequence[Node], k: int = 5) -> str:
             for name, value in sorted(node.evaluation.speedups.items())  # type: ignore[union-attr]
             if math.isfinite(value)
         )
-        lines.append(f"{rank:>3}. {node.id:<6} {runtime_text(node):>11}  {speedups}")
+        sol = node.evaluation.sol  # type: ignore[union-attr]
+        at = f"  {fraction_text(sol)} of SOL" if sol is not None and sol.fraction is not None else ""
+        lines.append(f"{rank:>3}. {node.id:<6} {runtime_text(node):>11}{at}  {speedups}")
+    best = top[0].evaluation.sol  # type: ignore[union-attr]
+    if best is not None and best.fraction is not None:
+        lines.append("speed of light: " + sol_sentence(best, f"the best attempt ({top[0].id})"))
     return "\n".join(lines)
 
 
@@ -105,6 +111,8 @@ def render_node(node: Node) -> str:
         parts.append(f"message: {evaluation.message}")
     if evaluation is not None and evaluation.flags:
         parts.append("flags: " + ", ".join(evaluation.flags))
+    if evaluation is not None and evaluation.sol is not None:
+        parts.append("speed of light: " + sol_sentence(evaluation.sol, f"node {node.id}"))
     if node.plan:
         parts.append("--- plan ---\n" + node.plan.rstrip())
     parts.append("--- source ---\n" + node.source.rstrip())
