@@ -121,7 +121,7 @@ class Evaluator:
         # themselves, so checking it again need not queue behind a worker busy with other work.
         self._checked: set[tuple[str, str]] = set()
         self._tmp_dir: Path | None = None  # made on first use: an evaluator never entered leaves none
-        self.sol = SolFloors(self.cache_dir / "sol")  # floors and peaks: docs/sol.md
+        self.sol = SolFloors(self.cache_dir / "sol", self.integrity)  # floors and peaks: docs/sol.md
 
     async def __aenter__(self) -> Evaluator:
         self.cache_dir.mkdir(parents=True, exist_ok=True)

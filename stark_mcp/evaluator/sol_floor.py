@@ -18,7 +18,7 @@ from typing import Any
 from stark_mcp.evaluator.probe import DeviceInfo
 from stark_mcp.problems import Problem
 from stark_mcp.records import Evaluation, Status
-from stark_mcp.sol.calibration import CountsCache, PeaksCache
+from stark_mcp.sol.calibration import CountsCache, PeaksCache, Signer
 from stark_mcp.sol.model import Peaks, SolReport
 from stark_mcp.sol.roofline import below_floor_message, sol_report
 
@@ -75,9 +75,9 @@ def judged(evaluation: Evaluation, report: SolReport) -> Evaluation:
 class SolFloors:
     """Counts per problem and peaks per device, cached under ``root`` and in memory."""
 
-    def __init__(self, root: Path) -> None:
-        self.counts_cache = CountsCache(root)
-        self.peaks_cache = PeaksCache(root)
+    def __init__(self, root: Path, signer: Signer | None = None) -> None:
+        self.counts_cache = CountsCache(root, signer)
+        self.peaks_cache = PeaksCache(root, signer)
         self._locks: dict[str, asyncio.Lock] = {}
         self._peaks: dict[str, Peaks | None] = {}
 

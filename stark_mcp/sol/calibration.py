@@ -1,6 +1,8 @@
 """Measured peaks and problem counts kept on disk (parent side), with the datasheet as fallback.
 
-Only the parent writes these files, under the evaluator's cache directory that no jail can see.
+Only the parent writes these files, under the evaluator's cache directory that no jail can see, and
+with a ``Signer`` (the evaluator's HMAC, ``evaluator/integrity.py``) each entry is signed and one
+that does not verify is ignored, like every other cache entry.
 Peaks are keyed by device name and torch version (a new driver stack is measured again), counts
 by problem hash (the reference's bytes and FLOPs do not depend on the device).
 """
@@ -15,7 +17,7 @@ import tempfile
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from pydantic import ValidationError
 
@@ -27,19 +29,38 @@ log = logging.getLogger(__name__)
 IMPLAUSIBLE_OVER_PUBLISHED = 1.10
 
 
-def _write(path: Path, data: Any) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        json.dump(data, f)
-    os.replace(tmp, path)
+class Signer(Protocol):
+    def sign(self, data: Any) -> str: ...
+
+    def verify(self, data: Any, signature: object) -> bool: ...
 
 
-def _read(path: Path) -> Any:
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
+class _Files:
+    """JSON files under ``root``, written atomically, signed when a signer is given."""
+
+    def __init__(self, root: Path, signer: Signer | None = None) -> None:
+        self.root = Path(root)
+        self.signer = signer
+
+    def write(self, path: Path, data: Any) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        wrapped = {"data": data, "sig": self.signer.sign(data) if self.signer else None}
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump(wrapped, f)
+        os.replace(tmp, path)
+
+    def read(self, path: Path) -> Any:
+        try:
+            wrapped = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+        if not isinstance(wrapped, dict):
+            return None
+        data = wrapped.get("data")
+        if self.signer is not None and not self.signer.verify(data, wrapped.get("sig")):
+            return None
+        return data
 
 
 def _slug(*parts: str) -> str:
@@ -91,17 +112,14 @@ def peaks_from_measurement(
     )
 
 
-class PeaksCache:
+class PeaksCache(_Files):
     """One file per (device name, torch version) under ``root``."""
-
-    def __init__(self, root: Path) -> None:
-        self.root = Path(root)
 
     def path(self, device_name: str, torch_version: str) -> Path:
         return self.root / f"peaks-{_slug(device_name, torch_version)}.json"
 
     def load(self, device_name: str, torch_version: str) -> Peaks | None:
-        data = _read(self.path(device_name, torch_version))
+        data = self.read(self.path(device_name, torch_version))
         if not isinstance(data, dict):
             return None
         try:
@@ -110,7 +128,7 @@ class PeaksCache:
             return None
 
     def store(self, peaks: Peaks, torch_version: str) -> None:
-        _write(self.path(peaks.device_name, torch_version), peaks.model_dump(mode="json"))
+        self.write(self.path(peaks.device_name, torch_version), peaks.model_dump(mode="json"))
 
     async def get(
         self,
@@ -138,17 +156,14 @@ class PeaksCache:
         return peaks
 
 
-class CountsCache:
+class CountsCache(_Files):
     """The reference's per-shape counts, one file per problem hash."""
-
-    def __init__(self, root: Path) -> None:
-        self.root = Path(root)
 
     def path(self, problem_hash: str) -> Path:
         return self.root / f"counts-{_slug(problem_hash)}.json"
 
     def load(self, problem_hash: str) -> list[dict[str, Any]] | None:
-        data = _read(self.path(problem_hash))
+        data = self.read(self.path(problem_hash))
         if isinstance(data, dict) and data.get("problem_hash") == problem_hash:
             shapes = data.get("shapes")
             if isinstance(shapes, list) and all(isinstance(s, dict) for s in shapes):
@@ -156,4 +171,4 @@ class CountsCache:
         return None
 
     def store(self, problem_hash: str, shapes: list[dict[str, Any]]) -> None:
-        _write(self.path(problem_hash), {"problem_hash": problem_hash, "shapes": shapes})
+        self.write(self.path(problem_hash), {"problem_hash": problem_hash, "shapes": shapes})

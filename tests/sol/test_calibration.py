@@ -81,3 +81,18 @@ def test_counts_are_kept_per_problem_hash(tmp_path: Path) -> None:
     cache.store("abc", shapes)
     assert CountsCache(tmp_path).load("abc") == shapes
     assert cache.load("abd") is None
+
+
+def test_signed_entries_that_do_not_verify_are_ignored(tmp_path: Path) -> None:
+    from stark_mcp.evaluator.integrity import Integrity
+
+    signer = Integrity(tmp_path / "cache")
+    cache = CountsCache(tmp_path, signer)
+    shapes = [{"label": "default", "input_bytes": 4, "param_bytes": 0, "output_bytes": 4}]
+    cache.store("abc", shapes)
+    assert cache.load("abc") == shapes
+    path = cache.path("abc")
+    path.write_text(path.read_text().replace('"input_bytes": 4', '"input_bytes": 1'))
+    assert cache.load("abc") is None
+    peaks = PeaksCache(tmp_path, signer)
+    assert peaks.load("NVIDIA H200", "2.11") is None
