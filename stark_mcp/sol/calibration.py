@@ -25,6 +25,8 @@ from stark_mcp.sol.model import Peaks
 from stark_mcp.sol.published import published_peaks
 
 log = logging.getLogger(__name__)
+# Bumped whenever the counting rules (evaluator/trusted/sol_count.py) change: older counts are ignored.
+COUNTS_VERSION = "1"
 # A measured bandwidth or FLOP rate this far above the datasheet measured a cache, not the device.
 IMPLAUSIBLE_OVER_PUBLISHED = 1.10
 
@@ -160,7 +162,7 @@ class CountsCache(_Files):
     """The reference's per-shape counts, one file per problem hash."""
 
     def path(self, problem_hash: str) -> Path:
-        return self.root / f"counts-{_slug(problem_hash)}.json"
+        return self.root / f"counts-{_slug(problem_hash, COUNTS_VERSION)}.json"
 
     def load(self, problem_hash: str) -> list[dict[str, Any]] | None:
         data = self.read(self.path(problem_hash))

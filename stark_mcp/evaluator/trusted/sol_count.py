@@ -11,6 +11,7 @@ Counting rules (docs/sol.md):
 - reductions and normalizations: one FLOP per input element.
 - view, layout and copy ops: none (their cost is bytes, which the floor counts once, at the edges).
 - anything else that produces a tensor: one FLOP per output element (a lower bound).
+Changing a rule means bumping ``stark_mcp.sol.calibration.COUNTS_VERSION`` (cached counts go stale).
 """
 
 from __future__ import annotations
