@@ -329,7 +329,7 @@ def main() -> None:
                         default=ROOT.parent / "shared" / "kernelbench" / "problems.jsonl")
     parser.add_argument("--compile", choices=("default", "all", "none"), default="default",
                         help="torch.compile baselines: default skips level 3 (slow to compile)")
-    parser.add_argument("--budget-s", type=float, default=270.0,
+    parser.add_argument("--budget-s", type=float, default=210.0,
                         help="no torch.compile baseline starts after this many seconds")
     parser.add_argument("--cache", type=Path, default=None, help="evaluator cache (default: a fresh one)")
     parser.add_argument("--out", type=Path, default=None, help="folder for sol_table.md/json (default $OUT)")

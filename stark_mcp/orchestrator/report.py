@@ -52,7 +52,10 @@ def render_header(run: RunRecord) -> str:
 def render_tree(run: RunRecord, nodes: Sequence[Node]) -> str:
     """The run's header, then one line per node, indented under its parent, in creation order."""
     lines = [render_header(run), ""]
-    lines.append(f"{'node':<{_LABEL_WIDTH}} {'verdict':<28} {'runtime':>11} {'vs eager':>9} {'adherence':>9}")
+    lines.append(
+        f"{'node':<{_LABEL_WIDTH}} {'verdict':<28} {'runtime':>11} {'vs eager':>9} "
+        f"{'adherence':>9} {'SOL':>5}"
+    )
     if not nodes:
         return "\n".join(lines + ["(no nodes)"])
     tree = Tree(list(nodes))
@@ -60,9 +63,11 @@ def render_tree(run: RunRecord, nodes: Sequence[Node]) -> str:
     def walk(node: Node, prefix: str, branch: str) -> None:
         label = f"{prefix}{branch}{node.id} {node.action.value}"
         adherence = f"{node.adherence:.2f}" if node.adherence is not None else ""
+        evaluation = node.evaluation
+        sol = fraction_text(evaluation.sol) if evaluation and evaluation.passed and evaluation.sol else ""
         lines.append(
             f"{label:<{_LABEL_WIDTH}} {verdict(node):<28} {runtime_text(node):>11} "
-            f"{speedup_text(node):>9} {adherence:>9}".rstrip()
+            f"{speedup_text(node):>9} {adherence:>9} {sol:>5}".rstrip()
         )
         children = tree.children(node.id)
         inner = prefix + ("" if not branch else ("    " if branch == "└── " else "│   "))

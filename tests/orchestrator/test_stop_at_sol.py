@@ -7,7 +7,7 @@ import pytest
 from stark_mcp.llm import ScriptedBackend
 from stark_mcp.orchestrator.limits import Limits
 from stark_mcp.orchestrator.loop import run_search
-from stark_mcp.orchestrator.report import render_leaderboard
+from stark_mcp.orchestrator.report import render_leaderboard, render_tree
 from stark_mcp.orchestrator.run_service import RunService
 from stark_mcp.problems import problem_from_source
 
@@ -42,5 +42,11 @@ async def test_a_run_whose_best_attempt_reaches_the_fraction_stops_and_says_why(
     rest = await run_search(service, run_id, backend, limits=Limits(stop_at_sol=1e6))
     assert rest.stop_reason == "budget" and rest.new_attempts == 2
 
-    board = render_leaderboard(await service.store.nodes(run_id))
+    nodes = await service.store.nodes(run_id)
+    board = render_leaderboard(nodes)
     assert "of SOL" in board and "speed of light: the best attempt" in board
+    tree = render_tree(await service.get_run(run_id), nodes).splitlines()
+    assert next(line for line in tree if line.startswith("node")).rstrip().endswith("SOL")
+    root_line = next(line for line in tree if line.startswith("n0 "))
+    first_line = next(line for line in tree if line.split()[1:2] == ["n1"])
+    assert root_line.rstrip().endswith("%") and first_line.rstrip().endswith("%")
