@@ -41,7 +41,7 @@ class ShapeFloor(BaseModel):
     compute_ms: float = Field(0.0, description="the reference's FLOPs at the compute peaks")
     floor_ms: float = Field(0.0, description="max(memory_ms, compute_ms): the roofline")
     output_write_ms: float = Field(
-        0.0, description="writing the outputs beyond the cache, at OUTPUT_MARGIN x the measured bandwidth"
+        0.0, description="writing the outputs beyond the cache, at the margin x the measured bandwidth"
     )
     bound: Bound = "memory"
 

@@ -107,3 +107,16 @@ def test_every_declared_shape_gets_its_own_counts_from_the_loaded_reference(tmp_
         assert entry["input_bytes"] == entry["output_bytes"] == 4 * elements
         assert entry["flops"] == {"pointwise": 2.0 * elements}
         assert entry["param_bytes"] == 4 * 64 * 16  # read once, whether forward uses it or not
+
+
+class _InPlace(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        out = torch.empty_like(x)
+        out.copy_(x)
+        return out.relu_()
+
+
+def test_in_place_ops_count_like_their_functional_twins_and_copies_count_nothing() -> None:
+    counts = count_call(_InPlace(), [torch.randn(10, 10)])
+    assert counts["flops"] == {"pointwise": 100.0}
+    assert set(counts["flops_by_op"]) == {"relu_"}

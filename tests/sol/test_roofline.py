@@ -5,7 +5,13 @@ from __future__ import annotations
 import pytest
 
 from stark_mcp.sol.model import Peaks
-from stark_mcp.sol.roofline import OUTPUT_MARGIN, below_floor_message, shape_floor, sol_report
+from stark_mcp.sol.roofline import (
+    CPU_OUTPUT_MARGIN,
+    OUTPUT_MARGIN,
+    below_floor_message,
+    shape_floor,
+    sol_report,
+)
 
 PEAKS = Peaks(
     device_name="test GPU", bandwidth_bytes_per_s=1e12, fp32_flops_per_s=1e13,
@@ -84,3 +90,11 @@ def test_outputs_that_fit_in_the_cache_never_trip_the_floor() -> None:
 
 def test_mixed_bounds_across_shapes_say_so() -> None:
     assert sol_report([elementwise(1 << 20), matmul(4096)], PEAKS).bound == "mixed"
+
+
+def test_the_cpu_output_floor_takes_a_wider_margin_for_one_threads_write_only_streams() -> None:
+    cpu = PEAKS.model_copy(update={"kind": "cpu"})
+    gpu_floor = shape_floor(elementwise(1 << 24), PEAKS).output_write_ms
+    cpu_floor = shape_floor(elementwise(1 << 24), cpu).output_write_ms
+    assert cpu_floor == pytest.approx(gpu_floor * OUTPUT_MARGIN / CPU_OUTPUT_MARGIN)
+    assert sol_report([elementwise(1 << 24)], cpu).margin == CPU_OUTPUT_MARGIN

@@ -87,7 +87,8 @@ class OpCounter(TorchDispatchMode):
 
     def _count(self, func: Any, args: Any, kwargs: Any, out: Any) -> None:
         packet = func.overloadpacket
-        name = str(packet.__name__).rstrip("_")
+        raw = str(packet.__name__)
+        name = raw if raw in _FREE or raw in _REDUCTIONS else raw.rstrip("_")  # relu_ counts as relu
         if packet in _FLOP_REGISTRY:
             flops = float(_FLOP_REGISTRY[packet](*args, out_val=out, **kwargs))
             shapes = tree_flatten((args, kwargs))[0]
