@@ -45,6 +45,7 @@ def _valid_counts(shapes: Any) -> list[dict[str, Any]]:
         clean["flops"] = {str(k): float(v) for k, v in dict(entry.get("flops", {})).items()}
         clean["flops_by_op"] = {str(k): float(v) for k, v in dict(entry.get("flops_by_op", {})).items()}
         clean["dtypes"] = [str(d) for d in entry.get("dtypes", [])]
+        clean["counted_on"] = str(entry.get("counted_on", "device"))
         out.append(clean)
     return out
 

@@ -35,6 +35,7 @@ class ShapeFloor(BaseModel):
     output_bytes: int
     flops: dict[str, float] = Field(default_factory=dict, description="by class: matmul, matmul_lowp, ...")
     flops_by_op: dict[str, float] = Field(default_factory=dict, description="the largest aten ops")
+    counted_on: str = Field("device", description="meta (no allocation) or device (one real call)")
     memory_ms: float = Field(
         0.0, description="every input and parameter read once, every output written once"
     )

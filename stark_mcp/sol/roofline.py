@@ -63,6 +63,7 @@ def shape_floor(counts: dict[str, Any], peaks: Peaks) -> ShapeFloor:
         output_bytes=outputs,
         flops=flops,
         flops_by_op={str(k): float(v) for k, v in dict(counts.get("flops_by_op", {})).items()},
+        counted_on=str(counts.get("counted_on", "device")),
         memory_ms=memory_s * 1e3,
         compute_ms=compute_s * 1e3,
         floor_ms=max(memory_s, compute_s) * 1e3,

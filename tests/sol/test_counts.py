@@ -104,6 +104,7 @@ def test_every_declared_shape_gets_its_own_counts_from_the_loaded_reference(tmp_
     first, second = answer["shapes"]
     assert (first["label"], second["label"]) == ("rows=8,cols=64", "rows=32,cols=256")
     for entry, elements in ((first, 8 * 64), (second, 32 * 256)):
+        assert entry["counted_on"] == "meta"  # nothing allocated, nothing computed
         assert entry["input_bytes"] == entry["output_bytes"] == 4 * elements
         assert entry["flops"] == {"pointwise": 2.0 * elements}
         assert entry["param_bytes"] == 4 * 64 * 16  # read once, whether forward uses it or not
@@ -120,3 +121,35 @@ def test_in_place_ops_count_like_their_functional_twins_and_copies_count_nothing
     counts = count_call(_InPlace(), [torch.randn(10, 10)])
     assert counts["flops"] == {"pointwise": 100.0}
     assert set(counts["flops_by_op"]) == {"relu_"}
+
+
+DATA_DEPENDENT = '''
+import torch
+from torch import nn
+
+
+class Model(nn.Module):
+    def forward(self, x):
+        if x.sum() > 1e9:  # reads the data: meta tensors cannot answer
+            return x
+        return torch.relu(x) @ x.t()
+
+
+def get_inputs():
+    return [torch.randn(16, 32)]
+
+
+def get_init_inputs():
+    return []
+'''
+
+
+def test_a_forward_that_reads_its_data_is_counted_on_one_real_call(tmp_path: Path) -> None:
+    path = tmp_path / "problem.py"
+    path.write_text(DATA_DEPENDENT)
+    problem = LoadedProblem("k", "data_dependent", str(path), "cpu")
+    problem.load()
+    (entry,) = count_problem(problem)["shapes"]
+    assert entry["counted_on"] == "device"
+    assert entry["flops"]["matmul"] == 2.0 * 16 * 32 * 16
+    assert entry["flops"]["pointwise"] == 16 * 32 + 1  # relu, and the comparison's one element

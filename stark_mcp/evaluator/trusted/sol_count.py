@@ -124,11 +124,17 @@ def _dtypes(tensors: list[torch.Tensor]) -> list[str]:
     return sorted({str(t.dtype).removeprefix("torch.") for t in tensors if t.is_floating_point()})
 
 
-def count_call(model: Any, inputs: list[Any], label: str = "default") -> dict[str, Any]:
-    """One forward of ``model`` on ``inputs``, counted: the JSON the parent's roofline reads."""
+def count_call(
+    model: Any, inputs: list[Any], label: str = "default", state: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """One forward of ``model`` on ``inputs``, counted: the JSON the parent's roofline reads.
+    ``state`` (parameters and buffers by name) runs the module on those instead of its own."""
     counter = OpCounter()
     with torch.no_grad(), counter:
-        out = model(*inputs)
+        if state is not None:
+            out = torch.func.functional_call(model, state, tuple(inputs))
+        else:
+            out = model(*inputs)
     in_tensors = _tensors(inputs)
     out_tensors = _tensors(out)
     params = [t for t in (list(model.parameters()) + list(model.buffers()))] if isinstance(
@@ -141,15 +147,45 @@ def count_call(model: Any, inputs: list[Any], label: str = "default") -> dict[st
         "flops": {k: v for k, v in counter.by_class.items() if v},
         "flops_by_op": dict(sorted(counter.by_op.items(), key=lambda kv: -kv[1])[:16]),
         "dtypes": _dtypes(in_tensors + out_tensors + params),
+        "counted_on": "meta" if state is not None else "device",
     }
 
 
+def _on_meta(obj: Any) -> Any:
+    if isinstance(obj, torch.Tensor):
+        return torch.empty_like(obj, device="meta")
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(_on_meta(x) for x in obj)
+    return obj
+
+
+def _count_on_meta(problem: Any, spec: Any) -> dict[str, Any]:
+    """The counts without allocating or computing anything: inputs made by ``get_inputs`` under
+    the meta device, the module run on meta copies of its parameters and buffers."""
+    model = problem.model
+    if not isinstance(model, torch.nn.Module):
+        raise TypeError("not an nn.Module")
+    with torch.device("meta"):
+        inputs = _on_meta(list(problem.module.get_inputs(**spec.kwargs)))
+    state = {name: _on_meta(t) for name, t in [*model.named_parameters(), *model.named_buffers()]}
+    counts = count_call(model, inputs, spec.label, state)
+    counts["param_bytes"] = _param_bytes(model)
+    return counts
+
+
 def count_problem(problem: Any) -> dict[str, Any]:
-    """Counts for every declared shape of a loaded problem (``trusted.problem.LoadedProblem``), on
-    a fresh call's inputs, so nothing secret of a later call is used."""
+    """Counts for every declared shape of a loaded problem (``trusted.problem.LoadedProblem``): on
+    meta tensors where the module runs there (no memory, no compute), else on one fresh call's
+    inputs (a forward that reads its data, or makes tensors on a device of its own)."""
     shapes = []
     for index, spec in enumerate(problem.shapes):
-        call = problem.new_call(index)
-        shapes.append(count_call(problem.model, call.inputs, spec.label))
-        del call
+        try:
+            counts = _count_on_meta(problem, spec)
+            if (counts["input_bytes"], counts["output_bytes"]) != (spec.input_bytes, spec.output_bytes):
+                raise ValueError("meta run disagrees with the loaded shapes")
+        except Exception:  # noqa: BLE001 - anything meta cannot run is counted on the device
+            call = problem.new_call(index)
+            counts = count_call(problem.model, call.inputs, spec.label)
+            del call
+        shapes.append(counts)
     return {"kind": "sol_counts", "shapes": shapes}
