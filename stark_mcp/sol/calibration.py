@@ -107,6 +107,7 @@ def peaks_from_measurement(
         fp32_flops_per_s=fp32,
         tensor_flops_per_s=tensor,
         cache_bytes=cache_bytes,
+        published_bandwidth_bytes_per_s=published.bandwidth_bytes_per_s if published else None,
         source="measured",
         obtained_at=now(),
         method="; ".join(n for n in notes if n),

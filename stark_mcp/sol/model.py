@@ -20,6 +20,9 @@ class Peaks(BaseModel):
     fp32_flops_per_s: float = Field(description="FP32 without tensor cores (TF32 off)")
     tensor_flops_per_s: float | None = Field(None, description="dense bf16/fp16 tensor-core matmul")
     cache_bytes: int = Field(0, description="last-level cache a short call's outputs may stay in")
+    published_bandwidth_bytes_per_s: float | None = Field(
+        None, description="the datasheet's, when known: the impossibility floor never uses less"
+    )
     source: Literal["measured", "published"] = "measured"
     obtained_at: str = Field("", description="UTC time of the measurement (or of the lookup)")
     method: str = ""

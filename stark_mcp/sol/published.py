@@ -36,6 +36,7 @@ def published_peaks(device_name: str) -> Peaks | None:
                 fp32_flops_per_s=fp32,
                 tensor_flops_per_s=tensor,
                 cache_bytes=cache,
+                published_bandwidth_bytes_per_s=bandwidth,
                 source="published",
                 method=f"NVIDIA datasheet ({key})",
             )

@@ -56,6 +56,9 @@ def shape_floor(counts: dict[str, Any], peaks: Peaks) -> ShapeFloor:
     else:
         compute_s = sum(flops.values()) / peaks.fp32_flops_per_s
     beyond_cache = max(0, outputs - peaks.cache_bytes)
+    # A calibration slowed by someone else's work on the device must not make honest times
+    # "impossible": the impossibility floor never uses less than the datasheet's bandwidth.
+    write_bandwidth = max(bandwidth, peaks.published_bandwidth_bytes_per_s or 0.0)
     return ShapeFloor(
         label=str(counts.get("label", "default")),
         input_bytes=inputs,
@@ -67,7 +70,7 @@ def shape_floor(counts: dict[str, Any], peaks: Peaks) -> ShapeFloor:
         memory_ms=memory_s * 1e3,
         compute_ms=compute_s * 1e3,
         floor_ms=max(memory_s, compute_s) * 1e3,
-        output_write_ms=beyond_cache / (output_margin(peaks) * bandwidth) * 1e3,
+        output_write_ms=beyond_cache / (output_margin(peaks) * write_bandwidth) * 1e3,
         bound="compute" if compute_s > memory_s else "memory",
     )
 

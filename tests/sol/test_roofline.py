@@ -98,3 +98,12 @@ def test_the_cpu_output_floor_takes_a_wider_margin_for_one_threads_write_only_st
     cpu_floor = shape_floor(elementwise(1 << 24), cpu).output_write_ms
     assert cpu_floor == pytest.approx(gpu_floor * OUTPUT_MARGIN / CPU_OUTPUT_MARGIN)
     assert sol_report([elementwise(1 << 24)], cpu).margin == CPU_OUTPUT_MARGIN
+
+
+def test_a_calibration_slowed_by_other_work_never_makes_an_honest_time_impossible() -> None:
+    slowed = PEAKS.model_copy(
+        update={"bandwidth_bytes_per_s": 0.3e12, "published_bandwidth_bytes_per_s": 1e12}
+    )
+    floor = shape_floor(elementwise(1 << 24), slowed)
+    assert floor.output_write_ms == pytest.approx(shape_floor(elementwise(1 << 24), PEAKS).output_write_ms)
+    assert floor.memory_ms == pytest.approx(8 * (1 << 24) / 0.3e12 * 1e3)  # the fraction uses the measured
