@@ -16,7 +16,7 @@ from typing import Any
 import torch
 
 GPU = {"copy_bytes": 1 << 30, "mm_fp32": 8192, "mm_bf16": 8192, "repeats": 10}
-CPU = {"copy_bytes": 64 << 20, "mm_fp32": 1024, "mm_bf16": 0, "repeats": 5}
+CPU = {"copy_bytes": 64 << 20, "mm_fp32": 1024, "mm_bf16": 0, "repeats": 10}
 CPU_CACHE_FALLBACK = 32 << 20
 
 
