@@ -45,6 +45,7 @@ class ModelNew(nn.Module):
 '''
 
 
+@pytest.mark.slow  # starts processes: handed out early, not at the run's end
 async def test_a_passing_evaluation_states_its_floor_and_the_peaks_are_measured_once(tmp_path: Path) -> None:
     problem = load_problem(str(FIXTURES / "relu_sum.py"))
     async with Evaluator(tmp_path, FAST, toolchain_dir=shared_toolchain()) as ev:
@@ -83,6 +84,7 @@ async def test_a_passing_evaluation_states_its_floor_and_the_peaks_are_measured_
     assert again.sol is not None and again.sol.peaks == sol.peaks
 
 
+@pytest.mark.slow  # starts processes: handed out early, not at the run's end
 async def test_a_time_below_the_output_write_floor_is_rejected_whatever_else_passed(tmp_path: Path) -> None:
     problem = load_problem(str(FIXTURES / "relu_sum.py"))
     async with Evaluator(tmp_path, FAST, toolchain_dir=shared_toolchain()) as ev:

@@ -179,6 +179,7 @@ def test_run_refuses_a_language_it_cannot_use_before_any_work(tmp_path: Path, ar
     assert not (tmp_path / "home").exists()
 
 
+@pytest.mark.slow  # starts processes: handed out early, not at the run's end
 def test_run_stops_at_the_speed_of_light_fraction_and_says_why(tmp_path: Path, eval_cache: Path) -> None:
     home = tmp_path / "home"
     env = _env(home, eval_cache)
