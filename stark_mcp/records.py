@@ -13,6 +13,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from stark_mcp.problems import Problem
+from stark_mcp.sol.model import SolReport
 
 
 class Status(StrEnum):
@@ -204,6 +205,9 @@ class Evaluation(BaseModel):
     shapes: list[ShapeResult] = Field(default_factory=list)
     trust: TrustReport | None = None
     profile: ProfileReport | None = Field(None, description="per-kernel profile (GPU); not in the verdict")
+    sol: SolReport | None = Field(
+        None, description="the problem's floor on this machine and the fraction reached (docs/sol.md)"
+    )
     cached: bool = False
 
     @property

@@ -7,6 +7,7 @@ first error and the final summary of a compiler run sit.
 from __future__ import annotations
 
 from stark_mcp.records import Evaluation, Node, Status
+from stark_mcp.sol.text import sol_sentence
 
 # Log phases whose text is the compiler's (or the loader's) voice; the rest belong to the run.
 _COMPILER_PHASES = ("build", "compile", "load", "import", "nvcc", "ninja")
@@ -78,6 +79,8 @@ def execution_result(evaluation: Evaluation) -> str:
         if report.max_abs_error is not None:
             parts.append(f"max abs error {report.max_abs_error:.2e}")
         lines.append("- correctness: " + ", ".join(parts))
+    if evaluation.sol is not None:
+        lines.append("- speed of light: " + sol_sentence(evaluation.sol))
     if evaluation.own_kernel_share is not None:
         share = evaluation.own_kernel_share
         lines.append(f"- share of device time in the candidate's own kernels: {share:.0%}")

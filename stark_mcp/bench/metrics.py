@@ -10,6 +10,8 @@ Definitions (docs/bench.md explains them for readers):
   and ``baseline_problems`` says how many problems each baseline's figures cover;
 - ``compile_rate`` and ``correct_rate``: over all attempts; an attempt compiled when its verdict is
   neither ``build_error`` nor ``load_error``;
+- ``mean_sol_fraction``: over solved problems with a floor, the mean of the best attempt's floor /
+  time (docs/sol.md): 1.0 is the speed of light; above 1 the computation was changed;
 - ``success_rate_allclose``: the share of problems with an attempt whose outputs KernelBench's
   ``allclose(atol=rtol=1e-2)`` accepts; ``rejected_allclose_ok``: attempts we failed that it accepts.
 """
@@ -58,6 +60,9 @@ class GroupMetrics(BaseModel):
     total_cost_usd: float
     wall_s: float = Field(description="wall time per problem (mean)")
     total_wall_s: float
+    mean_sol_fraction: float | None = Field(
+        None, description="solved problems with a floor: mean of the best attempt's floor / time"
+    )
 
 
 def level_label(level: int | None) -> str:
@@ -158,6 +163,7 @@ def group_metrics(level: str, strategy: str, rows: Sequence[ResultRow]) -> Group
         total_cost_usd=total_cost,
         wall_s=total_wall / n if n else 0.0,
         total_wall_s=total_wall,
+        mean_sol_fraction=mean([r.sol_fraction for r in solved if r.sol_fraction is not None]),
     )
 
 

@@ -58,6 +58,9 @@ class ResultRow(BaseModel):
     wall_s: float = Field(0.0, description="seconds the benchmark spent on this pair, all sessions")
     model: str | None = None
     language: str | None = None
+    sol_floor_ms: float | None = Field(None, description="the problem's floor on the machine (docs/sol.md)")
+    sol_fraction: float | None = Field(None, description="the best attempt's floor / time")
+    reference_sol_fraction: float | None = Field(None, description="eager PyTorch's floor / time")
 
     @property
     def solved(self) -> bool:
@@ -84,6 +87,8 @@ def result_row(
         (n.evaluation.device_name for n in nodes if n.evaluation and n.evaluation.device_name), ""
     )
     models = sorted({e.model for e in exchanges})
+    best_sol = best.evaluation.sol if best and best.evaluation else None
+    root_sol = next((n.evaluation.sol for n in nodes if n.action is Action.ROOT and n.evaluation), None)
     return ResultRow(
         bench_id=bench_id,
         pair=pair,
@@ -108,6 +113,9 @@ def result_row(
         wall_s=round(wall_s, 3),
         model=", ".join(models) or None,
         language=run.language,
+        sol_floor_ms=(best_sol or root_sol).floor_ms if (best_sol or root_sol) else None,
+        sol_fraction=best_sol.fraction if best_sol else None,
+        reference_sol_fraction=root_sol.fraction if root_sol else None,
     )
 
 

@@ -74,16 +74,24 @@ class _Display:
             self.live.update(self._text(f"{self.state.status_line()}\n{self.state.activity}"))
 
 
-async def _bench(settings: Settings, plan: BenchPlan, backend: LLMBackend, console: Console) -> BenchOutcome:
+async def _bench(
+    settings: Settings,
+    plan: BenchPlan,
+    backend: LLMBackend,
+    console: Console,
+    stop_at_sol: float | None = None,
+) -> BenchOutcome:
     from stark_mcp.bench import run_bench
+    from stark_mcp.orchestrator.limits import Limits
     from stark_mcp.orchestrator.session import open_service
 
     display = _Display(console)
+    limits = Limits(stop_at_sol=stop_at_sol)
     async with open_service(settings, plan.spec.eval_settings) as service:
         if display.live is None:
-            return await run_bench(service, plan, backend, progress=display.on_event)
+            return await run_bench(service, plan, backend, limits=limits, progress=display.on_event)
         with display.live:
-            return await run_bench(service, plan, backend, progress=display.on_event)
+            return await run_bench(service, plan, backend, limits=limits, progress=display.on_event)
 
 
 def _print_summary(out: Path) -> None:
@@ -185,6 +193,9 @@ def bench(
     gpus: str | None = typer.Option(None, "--gpus", help=GPUS_HELP),
     executor: str | None = typer.Option(None, "--executor", help=EXECUTOR_HELP),
     ray_address: str | None = typer.Option(None, "--ray-address", help=RAY_ADDRESS_HELP),
+    stop_at_sol: float | None = typer.Option(
+        None, "--stop-at-sol", min=0.0, help="end a pair's run once its best attempt reaches this fraction "
+        "of the problem's floor on the machine, e.g. 0.9 (docs/sol.md)"),
 ) -> None:
     """Run every (problem, strategy) pair as one run, resumably, and write the report."""
     from pydantic import ValidationError
@@ -235,7 +246,7 @@ def bench(
         f"({', '.join(plan.strategies)}) = {len(plan.pairs)} runs of {spec.budget} attempts, in {out}"
     )
     try:
-        outcome = asyncio.run(_bench(settings, plan, backend, console))
+        outcome = asyncio.run(_bench(settings, plan, backend, console, stop_at_sol))
     except KeyboardInterrupt:
         typer.echo(
             f"interrupted; everything recorded is kept. Rerun the same command to continue, or write "

@@ -90,6 +90,9 @@ def run_command(
     max_cost: float | None = typer.Option(
         None, "--max-cost", help="stop launching once the run's LLM calls cost this many USD"),
     max_wall: float | None = typer.Option(None, "--max-wall", help="stop launching after this many seconds"),
+    stop_at_sol: float | None = typer.Option(
+        None, "--stop-at-sol", help="stop once the best attempt reaches this fraction of the problem's "
+        "floor on the machine, e.g. 0.9 (docs/sol.md)"),
     backend_spec: str | None = typer.Option(
         None, "--backend", help="anthropic or scripted:FILE (default STARK_LLM, else anthropic)"),
     baselines: str | None = typer.Option(
@@ -122,7 +125,7 @@ def run_command(
             check_language(language, chosen_device if chosen_device != "auto" else "cuda")
     with user_errors():
         eval_settings = parse_eval_settings(baselines, eval_overrides)
-        limits = Limits(max_cost_usd=max_cost, max_wall_s=max_wall)
+        limits = Limits(max_cost_usd=max_cost, max_wall_s=max_wall, stop_at_sol=stop_at_sol)
         if strategy is not None:
             get_strategy(strategy)
         # Before anything slow: without a key this fails here, with the message saying how to set one.

@@ -35,12 +35,14 @@ from stark_mcp.evaluator.sandbox.launch import unreadable_root
 from stark_mcp.evaluator.sandbox.levels import IsolationInfo, IsolationUnavailable, SandboxPolicy, detect
 from stark_mcp.evaluator.sanitizer_report import first_report, is_memory_error
 from stark_mcp.evaluator.settings import BASELINE_NAMES, EvalSettings
+from stark_mcp.evaluator.sol_floor import SolFloors
 from stark_mcp.evaluator.static_checks import check_candidate
 from stark_mcp.evaluator.stats import timing_stats
 from stark_mcp.evaluator.workers import WorkerClient, WorkerCrashed, problem_frame
 from stark_mcp.problems import Problem, ProblemError, source_hash
 from stark_mcp.progress import Progress
 from stark_mcp.records import Evaluation, ProfileReport, Status, TimingStats, TrustReport
+from stark_mcp.sol.model import SolReport
 
 _STEPS = {
     "build": 1.0,
@@ -119,6 +121,7 @@ class Evaluator:
         # themselves, so checking it again need not queue behind a worker busy with other work.
         self._checked: set[tuple[str, str]] = set()
         self._tmp_dir: Path | None = None  # made on first use: an evaluator never entered leaves none
+        self.sol = SolFloors(self.cache_dir / "sol", self.integrity)  # floors and peaks: docs/sol.md
 
     async def __aenter__(self) -> Evaluator:
         self.cache_dir.mkdir(parents=True, exist_ok=True)
@@ -602,6 +605,8 @@ class Evaluator:
             extra = await self._compile_baselines(problem, info, s, result, wait_for_baselines)
             result.phase_seconds["baselines"] = round(time.monotonic() - t1, 3)
         evaluation = assemble.evaluation(result, info.kind, extra, base, source, s.min_own_kernel_share)
+        if evaluation.passed:  # the floor check may reject an impossible time (docs/sol.md)
+            evaluation = await self._sol_judge(problem, info, s, evaluation)
         flags = list(evaluation.flags)
         if evaluation.passed:
             missing = "missing" if wait_for_baselines else "pending"
@@ -616,6 +621,35 @@ class Evaluator:
                 after["logs"] = {**logs, **after["logs"]}
             update.update(after)
         return evaluation.model_copy(update=update)
+
+    async def _sol_judge(
+        self, problem: Problem, info: DeviceInfo, s: EvalSettings, evaluation: Evaluation
+    ) -> Evaluation:
+        """The SOL record and floor check; an evaluation without a floor is left as it is."""
+
+        async def ask(frame: dict[str, Any], expect: set[str], timeout: float) -> dict[str, Any]:
+            return await self._command(info, problem, s, frame, expect, timeout)
+
+        t0 = time.monotonic()
+        try:
+            judged = await self.sol.judge(problem, info, evaluation, ask)
+        except (WorkerCrashed, ProblemError, EvaluatorError) as exc:
+            logs = {**evaluation.logs, "sol": f"no floor: {exc}"[:1500]}
+            judged = evaluation.model_copy(update={"logs": logs})
+        phases = {**judged.phase_seconds, "sol": round(time.monotonic() - t0, 3)}
+        return judged.model_copy(update={"phase_seconds": phases})
+
+    async def sol_of(
+        self, problem: Problem, evaluation: Evaluation, device: str = "auto"
+    ) -> SolReport | None:
+        """The SOL record of a time measured outside ``evaluate`` (the run's root: the reference
+        timed as the eager baseline), or None; never a verdict."""
+        info = await self._device(device)
+
+        async def ask(frame: dict[str, Any], expect: set[str], timeout: float) -> dict[str, Any]:
+            return await self._command(info, problem, self.settings, frame, expect, timeout)
+
+        return (await self.sol.judge(problem, info, evaluation, ask)).sol
 
     # -- after the verdict: profile and sanitizer (GPU; never change the verdict or a time) ------------
     async def _after_verdict(

@@ -11,6 +11,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from stark_mcp.records import Node
+
 StopReason = Literal[
     "budget",  # the run's budget, or the attempts this call was asked to make, are spent
     "max_attempts",  # Limits.max_attempts attempts recorded by this call
@@ -19,6 +21,7 @@ StopReason = Literal[
     "failures",  # Limits.max_consecutive_failures expansions in a row produced no attempt
     "llm_error",  # the model backend cannot be used at all (credentials, permissions)
     "interrupted",  # Ctrl-C or cancellation of the caller
+    "sol",  # the best attempt reached Limits.stop_at_sol of the speed of light (docs/sol.md)
 ]
 
 
@@ -32,6 +35,26 @@ class Limits(BaseModel):
     )
     max_consecutive_failures: int = Field(
         3, ge=1, description="expansions in a row that may end without an attempt (agent gave up, LLM error)"
+    )
+    stop_at_sol: float | None = Field(
+        None, gt=0, description="stop once the best attempt reaches this fraction of its floor (0.9: 90%)"
+    )
+
+
+def sol_reached(limits: Limits, best: Node | None) -> str | None:
+    """Why the run may stop at the speed of light: the best attempt's fraction reached
+    ``stop_at_sol``; None when no limit is set, no attempt passed or no floor is known."""
+    if limits.stop_at_sol is None or best is None or best.evaluation is None:
+        return None
+    sol = best.evaluation.sol
+    if not best.evaluation.passed or sol is None or sol.fraction is None or sol.fraction < limits.stop_at_sol:
+        return None
+    beyond = ""
+    if sol.beyond_roofline:
+        beyond = " (beyond the reference's roofline: check it computes the same thing)"
+    return (
+        f"node {best.id} reached {sol.fraction:.0%} of its {sol.bound}-bound floor of {sol.floor_ms:.3g} ms, "
+        f"at or above --stop-at-sol {limits.stop_at_sol:g}{beyond}"
     )
 
 
@@ -63,4 +86,5 @@ STOP_MESSAGES: dict[str, str] = {
     "failures": "too many expansions in a row produced no attempt",
     "llm_error": "the model backend cannot be used",
     "interrupted": "interrupted",
+    "sol": "the best attempt reached the --stop-at-sol fraction of the speed of light",
 }

@@ -19,7 +19,7 @@ from stark_mcp.llm import LLMBackend
 from stark_mcp.orchestrator.errors import BudgetExhausted, ExpansionFailed, InvalidInput
 from stark_mcp.orchestrator.events import FailedExpansion, SearchEvent, SearchProgress, SearchSummary
 from stark_mcp.orchestrator.expansion import expand
-from stark_mcp.orchestrator.limits import Limits, StopReason, limit_reached
+from stark_mcp.orchestrator.limits import Limits, StopReason, limit_reached, sol_reached
 from stark_mcp.orchestrator.run_service import RunService
 from stark_mcp.orchestrator.strategies import DEFAULT_STRATEGY, STRATEGIES, Strategy, get_strategy
 from stark_mcp.orchestrator.summary import eager_speedup, summarize_run
@@ -118,6 +118,7 @@ class _Search:
             self.target, self.target_reason = self.recorded + self.limits.max_attempts, "max_attempts"
         top = leaderboard(tree, 1)
         self.best = top[0] if top else None
+        self._check_sol()  # a resumed run already at its stop rule makes no attempt
         self.usage = await self.service.usage(run_id)
         await self.service.store.update_run(run_id, status="running")
         await self._emit("started", message=f"{self.strategy.name}: {self.strategy.description}")
@@ -265,6 +266,7 @@ class _Search:
                 self.best is None or node.score < self.best.score
             ):
                 self.best = node
+                self._check_sol()
             self.cond.notify_all()
         evaluation = node.evaluation
         await self._emit(
@@ -272,6 +274,11 @@ class _Search:
             verdict=_verdict(evaluation.status.value, evaluation.reason) if evaluation else None,
             speedup=eager_speedup(node),
         )
+
+    def _check_sol(self) -> None:
+        reached = sol_reached(self.limits, self.best) if self.stop is None else None
+        if reached is not None:
+            self.stop, self.stop_message = "sol", reached
 
     async def _emit(self, kind: str, **fields: Any) -> None:
         if self.progress is None:

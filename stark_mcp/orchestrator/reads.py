@@ -31,14 +31,20 @@ class LeaderboardEntry(BaseModel):
     runtime_ms: float
     iqr_ms: float
     speedups: dict[str, float] = Field(default_factory=dict)
+    sol_fraction: float | None = Field(None, description="floor / runtime: 1.0 is the speed of light")
+    sol_floor_ms: float | None = Field(None, description="the problem's floor on this machine (docs/sol.md)")
+    sol_bound: str | None = Field(None, description="memory or compute: what bounds the floor")
 
     @classmethod
     def of(cls, node: Node) -> LeaderboardEntry:
         assert node.evaluation is not None and node.evaluation.runtime is not None
         runtime = node.evaluation.runtime
+        sol = node.evaluation.sol
         return cls(
             node_id=node.id, parent_id=node.parent_id, action=node.action.value,
             runtime_ms=runtime.median_ms, iqr_ms=runtime.iqr_ms, speedups=finite(node.evaluation.speedups),
+            sol_fraction=sol.fraction if sol else None, sol_floor_ms=sol.floor_ms if sol else None,
+            sol_bound=sol.bound if sol else None,
         )
 
 

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 
 from stark_mcp.agents.profiles import render_profile_table
 from stark_mcp.records import ExchangeRecord, Node, RunRecord
+from stark_mcp.sol.text import fraction_text, sol_sentence
 from stark_mcp.tree import Tree, leaderboard
 
 _LABEL_WIDTH = 34
@@ -51,7 +52,10 @@ def render_header(run: RunRecord) -> str:
 def render_tree(run: RunRecord, nodes: Sequence[Node]) -> str:
     """The run's header, then one line per node, indented under its parent, in creation order."""
     lines = [render_header(run), ""]
-    lines.append(f"{'node':<{_LABEL_WIDTH}} {'verdict':<28} {'runtime':>11} {'vs eager':>9} {'adherence':>9}")
+    lines.append(
+        f"{'node':<{_LABEL_WIDTH}} {'verdict':<28} {'runtime':>11} {'vs eager':>9} "
+        f"{'adherence':>9} {'SOL':>5}"
+    )
     if not nodes:
         return "\n".join(lines + ["(no nodes)"])
     tree = Tree(list(nodes))
@@ -59,9 +63,11 @@ def render_tree(run: RunRecord, nodes: Sequence[Node]) -> str:
     def walk(node: Node, prefix: str, branch: str) -> None:
         label = f"{prefix}{branch}{node.id} {node.action.value}"
         adherence = f"{node.adherence:.2f}" if node.adherence is not None else ""
+        evaluation = node.evaluation
+        sol = fraction_text(evaluation.sol) if evaluation and evaluation.passed and evaluation.sol else ""
         lines.append(
             f"{label:<{_LABEL_WIDTH}} {verdict(node):<28} {runtime_text(node):>11} "
-            f"{speedup_text(node):>9} {adherence:>9}".rstrip()
+            f"{speedup_text(node):>9} {adherence:>9} {sol:>5}".rstrip()
         )
         children = tree.children(node.id)
         inner = prefix + ("" if not branch else ("    " if branch == "└── " else "│   "))
@@ -85,7 +91,12 @@ def render_leaderboard(nodes: Sequence[Node], k: int = 5) -> str:
             for name, value in sorted(node.evaluation.speedups.items())  # type: ignore[union-attr]
             if math.isfinite(value)
         )
-        lines.append(f"{rank:>3}. {node.id:<6} {runtime_text(node):>11}  {speedups}")
+        sol = node.evaluation.sol  # type: ignore[union-attr]
+        at = f"  {fraction_text(sol)} of SOL" if sol is not None and sol.fraction is not None else ""
+        lines.append(f"{rank:>3}. {node.id:<6} {runtime_text(node):>11}{at}  {speedups}")
+    best = top[0].evaluation.sol  # type: ignore[union-attr]
+    if best is not None and best.fraction is not None:
+        lines.append("speed of light: " + sol_sentence(best, f"the best attempt ({top[0].id})"))
     return "\n".join(lines)
 
 
@@ -105,6 +116,8 @@ def render_node(node: Node) -> str:
         parts.append(f"message: {evaluation.message}")
     if evaluation is not None and evaluation.flags:
         parts.append("flags: " + ", ".join(evaluation.flags))
+    if evaluation is not None and evaluation.sol is not None:
+        parts.append("speed of light: " + sol_sentence(evaluation.sol, f"node {node.id}"))
     if node.plan:
         parts.append("--- plan ---\n" + node.plan.rstrip())
     parts.append("--- source ---\n" + node.source.rstrip())

@@ -166,7 +166,9 @@ class RunService(RunReads):
                 "device_name": await self.evaluator.device_name(resolved_device),
             },
             baselines=_aggregated(per_shape), language=run_language, pending_baselines=later,
-            root_evaluation=_root_evaluation(loaded, resolved_device, per_shape),
+            root_evaluation=await self._with_sol(
+                loaded, resolved_device, _root_evaluation(loaded, resolved_device, per_shape)
+            ),
         )
         self._start_late_baselines(run)
         if resolved_device == "cuda" and settings.profile:
@@ -285,8 +287,23 @@ class RunService(RunReads):
                 run.id, _aggregated(late),
                 lambda evaluation: _settle(evaluation, late, errors),
                 done=names, errors=errors,
-                root_evaluation=_root_evaluation(run.problem, run.device, merged) if merged else None,
+                root_evaluation=(
+                    _root_evaluation(run.problem, run.device, merged).model_copy(
+                        update={"sol": root.evaluation.sol if root.evaluation else None}
+                    )
+                    if merged
+                    else None
+                ),
             )
+
+    async def _with_sol(self, problem: Problem, device: str, root: Evaluation) -> Evaluation:
+        """The reference's own place against the floor (docs/sol.md); none when it has no floor."""
+        try:
+            sol = await self.evaluator.sol_of(problem, root, device=device)
+        except Exception as exc:  # noqa: BLE001 - the floor is information: a run starts without it
+            log.warning("no floor for %s: %s", problem.name, exc)
+            return root
+        return root.model_copy(update={"sol": sol})
 
     # ---- search -----------------------------------------------------------------------------
 

@@ -77,6 +77,9 @@ def _problem_line(row: ResultRow) -> dict[str, Any]:
         "cost_usd": row.usage.cost_usd,
         "tokens": row.usage.input_tokens + row.usage.output_tokens,
         "wall_s": row.wall_s,
+        "sol_floor_ms": row.sol_floor_ms,
+        "sol_fraction": row.sol_fraction,
+        "reference_sol_fraction": row.reference_sol_fraction,
     }
 
 
@@ -122,6 +125,7 @@ def _summary_table(groups: dict[str, GroupMetrics]) -> str:
         "correct rate",
         "fast layout",
         "attempts to 1st correct",
+        "mean fraction of SOL",
         "cost/problem",
         "wall/problem",
     ]
@@ -140,6 +144,7 @@ def _summary_table(groups: dict[str, GroupMetrics]) -> str:
                 _pct(m.correct_rate),
                 _pct(m.fast_layout_share),
                 _num(m.attempts_to_first_correct),
+                _pct(m.mean_sol_fraction),
                 f"${m.cost_usd:.4f}",
                 f"{m.wall_s:.0f} s",
             ]
@@ -186,6 +191,8 @@ def _problem_table(rows: Sequence[ResultRow], baselines: list[str]) -> str:
         "attempts",
         "best",
         *(f"vs {b}" for b in baselines),
+        "floor",
+        "SOL eager -> best",
         "cost",
         "wall",
     ]
@@ -200,6 +207,8 @@ def _problem_table(rows: Sequence[ResultRow], baselines: list[str]) -> str:
                 f"{len(r.attempts)}/{r.budget} ({verdicts} correct)",
                 r.best_node_id or "none",
                 *(_x(r.speedups.get(b)) if r.solved else "" for b in baselines),
+                f"{r.sol_floor_ms:.3g} ms" if r.sol_floor_ms is not None else "",
+                f"{_pct(r.reference_sol_fraction) or '-'} -> {_pct(r.sol_fraction) or '-'}",
                 f"${r.usage.cost_usd:.4f}",
                 f"{r.wall_s:.0f} s",
             ]
@@ -220,7 +229,8 @@ def render_markdown(report: dict[str, Any], rows: Sequence[ResultRow]) -> str:
     legend = (
         "Speedups are the best correct kernel's; an unsolved problem counts as 1x in `geomean` and "
         "`mean` and is left out of the `(solved)` columns. `fast_p`: the share of problems solved with "
-        "a speedup above p. Definitions: docs/bench.md."
+        "a speedup above p. `fraction of SOL`: the problem's floor on the machine over the best "
+        "kernel's time (1.0 = speed of light; docs/sol.md). Definitions: docs/bench.md."
     )
     parts = [f"# Benchmark {report['bench_id']}", "", summary, "", legend]
     # With one level, its tables would repeat the all-levels ones line for line.

@@ -16,6 +16,7 @@ from stark_mcp.bench.metrics import baseline_mode
 from stark_mcp.orchestrator.documents import RunDocument
 from stark_mcp.problems.sets import problem_key
 from stark_mcp.records import Evaluation, ExchangeRecord, Node
+from stark_mcp.sol.text import sol_sentence
 from stark_mcp.tree import Tree, leaderboard
 
 
@@ -92,6 +93,7 @@ def _best(nodes: list[Node]) -> Node | None:
 
 def _node(node: Node, parent: Node | None, exchanges: list[dict[str, Any]]) -> dict[str, Any]:
     evaluation = node.evaluation
+    sol = evaluation.sol if evaluation else None
     return {
         "id": node.id,
         "parent": node.parent_id,
@@ -105,6 +107,8 @@ def _node(node: Node, parent: Node | None, exchanges: list[dict[str, Any]]) -> d
             if math.isfinite(v)
         },
         "adherence": node.adherence,
+        "sol_fraction": sol.fraction if sol else None,
+        "sol_text": sol_sentence(sol, f"node {node.id}") if sol else None,
         "usage": node.usage.model_dump(mode="json"),
         "plan": node.plan,
         "source": node.source,

@@ -11,6 +11,7 @@ from pydantic import BaseModel, Field
 
 from stark_mcp.orchestrator.reads import LeaderboardEntry, RunSummary, finite
 from stark_mcp.records import Evaluation, ProfileReport, ShapeResult, StoredEvaluation, TrustReport
+from stark_mcp.sol.text import sol_sentence
 
 
 class RunCreated(BaseModel):
@@ -85,6 +86,10 @@ class EvaluationResult(BaseModel):
     shapes: list[ShapeSpeedup] = Field(
         default_factory=list, description="per input set; runtime_ms and speedups are their geometric mean"
     )
+    sol_fraction: float | None = Field(
+        None, description="the problem's floor on this machine / runtime_ms: 1.0 is the speed of light"
+    )
+    speed_of_light: str | None = Field(None, description="where the time stands against the floor, in words")
 
     @classmethod
     def of(cls, evaluation: Evaluation) -> EvaluationResult:
@@ -98,6 +103,8 @@ class EvaluationResult(BaseModel):
             tolerance=correctness.tolerance if correctness else None,
             logs=dict(evaluation.logs), cached=evaluation.cached, trust=evaluation.trust,
             shapes=[ShapeSpeedup.of(shape) for shape in evaluation.shapes],
+            sol_fraction=evaluation.sol.fraction if evaluation.sol else None,
+            speed_of_light=sol_sentence(evaluation.sol) if evaluation.sol else None,
         )
 
 

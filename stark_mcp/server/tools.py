@@ -17,6 +17,7 @@ from pydantic import Field
 
 from stark_mcp.llm import MissingAPIKey
 from stark_mcp.orchestrator.export import ExportedKernel
+from stark_mcp.orchestrator.limits import Limits
 from stark_mcp.orchestrator.loop import run_search
 from stark_mcp.server.errors import tool_errors
 from stark_mcp.server.outputs import (
@@ -73,6 +74,10 @@ EvaluationId = Annotated[str | None, Field(description="from evaluate_kernel on 
 ExportNode = Annotated[str | None, Field(description="a node id; default: the fastest correct node")]
 OptimizeBudget = Annotated[
     int | None, Field(description="attempts to make now; default: all that are left", ge=1)
+]
+StopAtSol = Annotated[
+    float | None,
+    Field(description="stop once the best attempt reaches this fraction of its floor, e.g. 0.9", gt=0),
 ]
 ROLE_NEXT = {
     "plan": "Answer with the plan, then call build_context with role='code' and plan=<your answer>.",
@@ -260,10 +265,13 @@ async def export_kernel(run_id: RunId, ctx: Context, node_id: ExportNode = None)
         return await app_state(ctx).service.export(run_id, node_id)
 
 
-async def optimize(run_id: RunId, ctx: Context, budget: OptimizeBudget = None) -> OptimizeResult:
+async def optimize(
+    run_id: RunId, ctx: Context, budget: OptimizeBudget = None, stop_at_sol: StopAtSol = None
+) -> OptimizeResult:
     """Run the STARK loop inside the server (plan, code and debug agents calling the configured LLM
-    API) for up to budget attempts, reporting progress per attempt. Needs ANTHROPIC_API_KEY or
-    STARK_LLM in the server's environment; otherwise drive the loop with the other tools."""
+    API) for up to budget attempts, reporting progress per attempt; with stop_at_sol, stop once the
+    best attempt reaches that fraction of the problem's floor on this machine. Needs ANTHROPIC_API_KEY
+    or STARK_LLM in the server's environment; otherwise drive the loop with the other tools."""
     state = app_state(ctx)
     service = state.service
     with tool_errors():
@@ -272,7 +280,10 @@ async def optimize(run_id: RunId, ctx: Context, budget: OptimizeBudget = None) -
         except MissingAPIKey:
             raise ToolError(NO_BACKEND) from None
         await service.get_run(run_id)  # an unknown run fails before any LLM call
-        summary = await run_search(service, run_id, backend, budget=budget, progress=search_relay(ctx))
+        summary = await run_search(
+            service, run_id, backend, budget=budget, progress=search_relay(ctx),
+            limits=Limits(stop_at_sol=stop_at_sol),
+        )
         left = await service.attempts_left(run_id)
     return OptimizeResult(
         run_id=run_id, attempts=summary.new_attempts, attempts_left=left, stop_reason=summary.stop_reason,

@@ -188,3 +188,14 @@ def test_fast_layout_share_counts_attempts_with_cuda_extensions_only() -> None:
     ]
     assert group_metrics("1", "stark", [row("p", attempts)]).fast_layout_share == pytest.approx(2 / 3)
     assert group_metrics("1", "stark", [A, B, C]).fast_layout_share is None  # no CUDA extensions
+
+
+def test_mean_fraction_of_sol_covers_solved_problems_with_a_floor() -> None:
+    solved = [
+        row("a", [attempt(1, "passed", 1.0, 2.0)]).model_copy(update={"sol_fraction": 0.6}),
+        row("b", [attempt(1, "passed", 1.0, 2.0)]).model_copy(update={"sol_fraction": 0.2}),
+        row("c", [attempt(1, "passed", 1.0, 2.0)]),  # no floor: left out
+        row("d", [attempt(1, "wrong_output")]).model_copy(update={"reference_sol_fraction": 0.1}),
+    ]
+    assert group_metrics("1", "stark", solved).mean_sol_fraction == pytest.approx(0.4)
+    assert group_metrics("1", "stark", solved[2:]).mean_sol_fraction is None

@@ -220,3 +220,27 @@ async def test_an_error_in_one_of_the_pairs_side_by_side_surfaces_as_itself(
 
     with pytest.raises(RuntimeError, match="the progress display broke"):
         await run_bench(service, plan, ScriptedBackend(), progress=broken)
+
+
+async def test_a_pair_stops_at_the_speed_of_light_fraction(service: RunService, tmp_path: Path) -> None:
+    from stark_mcp.orchestrator.limits import Limits
+
+    plan = _plan(tmp_path, PROBLEMS).model_copy(deep=True)
+    plan.spec.budget = 2
+    relu, sig = (p.id for p in plan.pairs)
+    replies = tmp_path / "replies.jsonl"
+    replies.write_text(
+        "\n".join(
+            json.dumps({"text": code_reply(source), "role": "generalist", "pair": pair})
+            for pair, source in [(relu, RELU_FUSED), (relu, RELU_WRONG), (sig, SIG_PASS), (sig, SIG_OFF)]
+        )
+    )
+    outcome = await run_bench(
+        service, plan, ScriptedBackend.from_file(replies), limits=Limits(stop_at_sol=1e-6)
+    )
+    assert outcome.failed == []
+    rows = {row.pair: row for row in read_results(plan.spec.out)}
+    assert [a.status for a in rows[relu].attempts] == ["passed"]
+    assert [a.status for a in rows[sig].attempts] == ["passed"]
+    for row in rows.values():
+        assert row.sol_fraction is not None and row.reference_sol_fraction is not None

@@ -177,3 +177,22 @@ def test_run_refuses_a_language_it_cannot_use_before_any_work(tmp_path: Path, ar
         capture_output=True, text=True, timeout=60)
     assert done.returncode == 2 and message in done.stderr, done.stderr
     assert not (tmp_path / "home").exists()
+
+
+@pytest.mark.slow  # starts processes: handed out early, not at the run's end
+def test_run_stops_at_the_speed_of_light_fraction_and_says_why(tmp_path: Path, eval_cache: Path) -> None:
+    home = tmp_path / "home"
+    env = _env(home, eval_cache)
+    scripted = [("generalist", code_reply(s)) for s in (FUSED, CLAMPED)]
+    replies = write_replies(tmp_path / "replies.json", scripted)
+    done = subprocess.run(
+        [*CLI, "run", str(PROBLEM_PATH), "--budget", "2", "--seed", "4", "--backend", f"scripted:{replies}",
+         "--out", str(tmp_path / "out"), "--device", "cpu", "--strategy", "sampling", "--baselines", "eager",
+         "--eval-settings", FAST_JSON, "--stop-at-sol", "0.000001"],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
+    )
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert summary["stop_reason"] == "sol", done.stderr
+    assert summary["new_attempts"] == 1 and "--stop-at-sol 1e-06" in summary["message"]
+    assert "--stop-at-sol" in done.stdout + done.stderr
+    assert _attempts(home / "stark.db", summary["run_id"]) == 1

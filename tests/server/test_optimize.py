@@ -64,3 +64,23 @@ async def test_optimize_unknown_run_calls_no_model(tmp_path: Path, mode: str) ->
         assert "budget" in error_text(await client.call_tool("optimize",
             {"run_id": "r-nothere", "budget": 0}))
     assert backend.requests == []
+
+
+async def test_optimize_stops_once_the_best_attempt_reaches_stop_at_sol(tmp_path: Path) -> None:
+    backend = ScriptedBackend()
+    for _ in range(2):
+        backend.enqueue(anchored_plan(PROBLEM.read_text()), role="plan")
+    backend.enqueue(fenced(source("cand_clamp")), role="code")
+    server = make_server(tmp_path, backend_factory=lambda: backend)
+    async with Client(server, mode=MODES[0]) as client:
+        run_id = ok(await client.call_tool("create_run",
+            {"problem": str(PROBLEM), "budget": 3, "seed": 2}))["run_id"]
+        result = ok(await client.call_tool("optimize", {"run_id": run_id, "stop_at_sol": 1e-6}))
+        assert result["stop_reason"] == "sol" and result["attempts"] == 1
+        assert "n1 reached" in result["message"] and "--stop-at-sol" in result["message"]
+        board = ok(await client.call_tool("leaderboard", {"run_id": run_id}))
+        assert board["entries"][0]["sol_fraction"] > 0 and board["entries"][0]["sol_bound"] == "memory"
+        assert "greater than 0" in error_text(
+            await client.call_tool("optimize", {"run_id": run_id, "stop_at_sol": 0})
+        )
+    assert [r.role for r in backend.requests] == ["plan", "code"]

@@ -12,6 +12,8 @@ IN_FD; answers (and progress) leave as frames on OUT_FD:
   {"cmd": "baseline", "key", "name", "settings"} -> {"kind": "baseline", ...}
   {"cmd": "profile", "key", "settings", "job" | "reference": true, "fallback"} -> {"kind": "profile", ...}
   {"cmd": "sanitize", "key", "settings", "job"} -> {"kind": "sanitized", "report", "reason", "seconds"}
+  {"cmd": "sol_counts", "key"} -> {"kind": "sol_counts", "shapes": [...]} | {"kind": "sol_missing", ...}
+  {"cmd": "calibrate"} -> {"kind": "calibrated", ...} | {"kind": "sol_missing", "message"}
   {"cmd": "shutdown"}
 
 Standard library and torch only.
@@ -38,7 +40,7 @@ from stark_mcp.evaluator.sandbox.forked import ZYGOTE_FD_ARG, ZygoteClient
 from stark_mcp.evaluator.sandbox.host_layout import spare_cores, timing_cores
 from stark_mcp.evaluator.sandbox.launch import JailSpec, Mount, inside_path
 from stark_mcp.evaluator.sandbox.levels import IsolationInfo, SandboxPolicy, detect
-from stark_mcp.evaluator.trusted import profiling, timing
+from stark_mcp.evaluator.trusted import profiling, sol_calibrate, sol_count, timing
 from stark_mcp.evaluator.trusted.driver import (
     DeviceTools,
     Driver,
@@ -591,6 +593,28 @@ class Worker:
             self.send(profiling.sanitize(self, state, cmd, settings))
         finally:
             self._want_spares(settings)
+
+    def sol_counts(self, cmd: dict[str, Any]) -> None:
+        """The reference's bytes and FLOPs per shape: the problem's floor (docs/sol.md). Never a
+        worker fault: a problem whose forward cannot be counted just has no floor."""
+        state = self.problems[str(cmd["key"])]
+        try:
+            answer = sol_count.count_problem(state.problem)
+        except BaseException as exc:  # noqa: BLE001 - the problem's own code ran
+            answer = {"kind": "sol_missing", "message": f"{type(exc).__name__}: {exc}"[:1500]}
+        finally:
+            give_back_cached(self.device)
+        self.send(answer)
+
+    def calibrate(self, cmd: dict[str, Any]) -> None:
+        """Measure this device's peaks (bandwidth, FP32, tensor cores) with no runner alive."""
+        try:
+            answer = sol_calibrate.calibrate(self.device)
+        except Exception as exc:  # noqa: BLE001 - the parent falls back to the datasheet
+            answer = {"kind": "sol_missing", "message": f"{type(exc).__name__}: {exc}"[:1500]}
+        finally:
+            give_back_cached(self.device)
+        self.send(answer)
 
     def baseline(self, cmd: dict[str, Any]) -> None:
         """Time ``name`` (a torch.compile mode) beside eager, in its own runner."""

@@ -1,0 +1,8 @@
+"""Speed of light: the physical floor of a problem on a machine and how close a time comes to it.
+
+Pure pieces (no IO): ``model`` (the records), ``published`` (datasheet peaks), ``roofline`` (the
+floor, the fraction, the verdict's floor check), ``text`` (how prompts and tables say it).
+``calibration`` keeps measured peaks on disk (parent side). What runs the problem's code or touches
+the device lives in the evaluator's trusted worker: ``evaluator/trusted/sol_count.py`` and
+``sol_calibrate.py``. See docs/sol.md.
+"""
