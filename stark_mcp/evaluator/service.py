@@ -29,6 +29,7 @@ from stark_mcp.evaluator.gpus import GpuChoice, choose_gpus, parse_gpus, visible
 from stark_mcp.evaluator.integrity import Integrity
 from stark_mcp.evaluator.outside_tools import ToolPaths
 from stark_mcp.evaluator.pool import Slot, SlotPool
+from stark_mcp.evaluator.priority import in_background
 from stark_mcp.evaluator.probe import DeviceInfo, Prober
 from stark_mcp.evaluator.sandbox.cgroups import remove_own, sweep_stale
 from stark_mcp.evaluator.sandbox.launch import unreadable_root
@@ -252,7 +253,14 @@ class Evaluator:
                 timings=timings,
             )
 
-        answer = await self.pool(info).run(job)
+        def waited(what: str, seconds: float) -> None:
+            if timings is not None:  # a named phase of its own, never ``transfer``
+                name = f"waiting:{what}"
+                timings[name] = round(timings.get(name, 0.0) + seconds, 3)
+
+        answer = await self.pool(info).run(
+            job, label=_job_label(frame), background=in_background(), waited=waited
+        )
         if answer.get("kind") == "problem_error":
             raise ProblemError(
                 f"{problem.name}: {answer.get('step')} failed: {answer.get('message')}\n"
@@ -405,7 +413,9 @@ class Evaluator:
             key = (*key, "no-wait")
         results = ResultCache(self.cache_dir / "results", self.integrity, reuse=isolation.level != "process")
         if use_cache:
-            hit = await asyncio.to_thread(results.get, key)
+            # stored under the first five parts (only a result with every baseline is stored): it
+            # answers a caller that would not wait for baselines as well
+            hit = await asyncio.to_thread(results.get, key[:5])
             if hit is not None:
                 if s.profile and hit.passed and hit.device == "cuda" and hit.profile is None:
                     # Cached before profiles existed, or with profiling off: the verdict stands, the
@@ -590,6 +600,9 @@ class Evaluator:
             result.phase_seconds.get("queue", 0.0) + timings.get("queue", 0), 3
         )
         result.phase_seconds["process_start"] = round(timings.get("process_start", 0.0) + worker_setup, 3)
+        for name, seconds in timings.items():
+            if name.startswith("waiting:"):  # for a device slot, named by the work that held it
+                result.phase_seconds[name] = seconds
         result.phase_seconds["transfer"] = round(
             max(0.0, time.monotonic() - t0 - inside - sum(timings.values())), 3
         )
@@ -787,6 +800,12 @@ class Evaluator:
                         "measured beside the candidate by more than 10%"
                     )
         return _shape_stats(entries)
+
+
+def _job_label(frame: dict[str, Any]) -> str:
+    """What a worker command is, as a waiting evaluation names it."""
+    cmd = str(frame.get("cmd", "command"))
+    return f"baseline {frame['name']}" if cmd == "baseline" and "name" in frame else cmd
 
 
 def _add(a: dict[str, float], b: dict[str, float]) -> dict[str, float]:

@@ -22,6 +22,7 @@ from stark_mcp.agents.templates import PromptTemplates, packaged
 from stark_mcp.evaluator import EvalSettings
 from stark_mcp.evaluator.assemble import aggregate, with_baselines
 from stark_mcp.evaluator.executor import Executor
+from stark_mcp.evaluator.priority import background
 from stark_mcp.orchestrator.errors import BudgetExhausted, InvalidInput, RunError
 from stark_mcp.orchestrator.inputs import (
     check_candidate_source,
@@ -211,10 +212,11 @@ class RunService(RunReads):
         key = (run.problem.hash, run.device, settings.profile_timeout_s, settings.profile_max_kernels)
         shared = self._reference_profiles.get(key)
         if shared is None or (shared.done() and (shared.cancelled() or shared.exception() is not None)):
-            shared = asyncio.create_task(
-                self.evaluator.profile(run.problem, None, device=run.device, settings=settings),
-                name=f"reference-profile-{run.problem.hash[:12]}",
-            )
+            with background():  # the task inherits it: the device's idle time, never an attempt's
+                shared = asyncio.create_task(
+                    self.evaluator.profile(run.problem, None, device=run.device, settings=settings),
+                    name=f"reference-profile-{run.problem.hash[:12]}",
+                )
             self._reference_profiles[key] = shared
 
         async def profile() -> None:
@@ -238,9 +240,10 @@ class RunService(RunReads):
 
         async def profile() -> None:
             try:
-                report = await self.evaluator.profile(
-                    run.problem, node.source, device=run.device, settings=_run_settings(run)
-                )
+                with background():  # taken while the device is idle: the next attempt never waits
+                    report = await self.evaluator.profile(
+                        run.problem, node.source, device=run.device, settings=_run_settings(run)
+                    )
                 await self.store.add_profile(run.id, node.id, report)
             except asyncio.CancelledError:
                 raise
@@ -268,7 +271,8 @@ class RunService(RunReads):
         names = list(run.pending_baselines)
         errors: dict[str, str] = {}
         try:
-            late = await self.evaluator.baseline_shapes(run.problem, device=run.device, which=names)
+            with background():  # no attempt's evaluation waits behind them (evaluator/priority.py)
+                late = await self.evaluator.baseline_shapes(run.problem, device=run.device, which=names)
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # noqa: BLE001 - recorded on the run, never raised into a caller
