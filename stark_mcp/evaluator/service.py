@@ -21,7 +21,7 @@ from typing import Any
 
 from stark_mcp.config import default_toolchain_dir
 from stark_mcp.evaluator import assemble, profiles
-from stark_mcp.evaluator.builds import BuildCache
+from stark_mcp.evaluator.builds import BuildCache, builder_cpus
 from stark_mcp.evaluator.cache import BaselineCache, ResultCache
 from stark_mcp.evaluator.errors import EvaluatorError
 from stark_mcp.evaluator.extensions import ExtensionCache
@@ -29,9 +29,11 @@ from stark_mcp.evaluator.gpus import GpuChoice, choose_gpus, parse_gpus, visible
 from stark_mcp.evaluator.integrity import Integrity
 from stark_mcp.evaluator.outside_tools import ToolPaths
 from stark_mcp.evaluator.pool import Slot, SlotPool
+from stark_mcp.evaluator.prepare import warmup_requests
 from stark_mcp.evaluator.priority import in_background
 from stark_mcp.evaluator.probe import DeviceInfo, Prober
 from stark_mcp.evaluator.sandbox.cgroups import remove_own, sweep_stale
+from stark_mcp.evaluator.sandbox.env import scrub_env
 from stark_mcp.evaluator.sandbox.launch import unreadable_root
 from stark_mcp.evaluator.sandbox.levels import IsolationInfo, IsolationUnavailable, SandboxPolicy, detect
 from stark_mcp.evaluator.sanitizer_report import first_report, is_memory_error
@@ -145,6 +147,21 @@ class Evaluator:
         if waiting is not None and self.extensions.pending:
             waiting(self.extensions.pending)
         await self.extensions.settle()
+
+    async def prepare(self, device: str = "auto") -> list[str]:
+        """Make now what a first extension build on this machine would make inside an agent's attempt
+        (the shared precompiled header, include profiles: ``prepare.py``), and wait for it; notes
+        say what was made (none: it was made before)."""
+        info = await self._device(device)
+        env = scrub_env(os.environ, {k: v for k, v in self.builds.env(info, "").items() if v})
+        toolchain = await self.extensions.toolchain(env)
+        cpus = builder_cpus(info)
+        notes: list[str] = []
+        for label, request in warmup_requests(info.kind):
+            made = await self.extensions.prime(request, env, toolchain, self.settings.build_timeout_s, cpus)
+            notes += [f"{label}: {note}" for note in made]
+        await self.extensions.settle()
+        return notes
 
     # -- devices and isolation -----------------------------------------------------------------------
     async def resolve_device(self, device: str = "auto") -> str:

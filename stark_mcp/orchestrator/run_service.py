@@ -80,7 +80,8 @@ class RunService(RunReads):
         self._record_locks: dict[str, asyncio.Lock] = {}
         # Compile baselines timed after create_run returned, one task per run (``_late_baselines``).
         self._baseline_tasks: dict[str, asyncio.Task[None]] = {}
-        self._background: set[asyncio.Task[None]] = set()  # reference profiles
+        self._background: set[asyncio.Task[None]] = set()  # reference profiles, shared build files
+        self._prepared: set[str] = set()  # devices whose shared build files a task has made
         # One profile of a problem's reference per device and profile settings, shared by the runs
         # of that problem: a second run of it (a benchmark's strategies, a user starting over) reuses
         # it rather than keeping the device busy for as long again.
@@ -170,6 +171,8 @@ class RunService(RunReads):
             root_evaluation=_root_evaluation(loaded, resolved_device, per_shape),
         )
         self._start_late_baselines(run)
+        if resolved_device == "cuda":
+            self._start_prepare(resolved_device)
         if resolved_device == "cuda" and settings.profile:
             self._start_reference_profile(run, settings)
         await report(steps, f"run {run.id} created" + (
@@ -203,6 +206,25 @@ class RunService(RunReads):
             self._baseline_tasks[run.id] = task
             task.add_done_callback(lambda t, rid=run.id: self._forget_task(rid, t))
         return task
+
+    def _start_prepare(self, device: str) -> None:
+        """Make the shared build files (a precompiled header: a minute on a fresh machine) while the
+        agent writes its first attempt, once per process; the attempt's build takes them when made."""
+        if device in self._prepared:
+            return
+        self._prepared.add(device)
+
+        async def prepare() -> None:
+            try:
+                await self.evaluator.prepare(device)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - the first build makes them instead
+                log.warning("preparing the shared build files failed: %s", exc)
+
+        task = asyncio.create_task(prepare(), name=f"prepare-{device}")
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
 
     def _start_reference_profile(self, run: RunRecord, settings: EvalSettings) -> None:
         """Profile the reference in the background, kept beside the root node: the first plans
