@@ -9,6 +9,7 @@ by ``pool.py``), which runs the candidate in its own jail. See docs/evaluator.md
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import shutil
 import tempfile
@@ -121,6 +122,7 @@ class Evaluator:
         # (problem key, device) checked by a worker of this evaluator: evaluations load the problem
         # themselves, so checking it again need not queue behind a worker busy with other work.
         self._checked: set[tuple[str, str]] = set()
+        self._warming: set[asyncio.Task[None]] = set()  # workers loading a problem while a build runs
         self._tmp_dir: Path | None = None  # made on first use: an evaluator never entered leaves none
 
     async def __aenter__(self) -> Evaluator:
@@ -128,7 +130,7 @@ class Evaluator:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
-        tasks = [shared.task for shared in self._inflight.values()]
+        tasks = [shared.task for shared in self._inflight.values()] + list(self._warming)
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
@@ -284,6 +286,23 @@ class Evaluator:
                 + str(answer.get("traceback", ""))[-2000:]
             )
         return answer
+
+    def _warm_worker(self, info: DeviceInfo, problem: Problem, settings: EvalSettings) -> None:
+        """Start a worker and load the problem while the candidate builds: its start-up (torch, a
+        CUDA context, the reference, the problem's runners: seconds) then overlaps the build rather
+        than following it. What is left of it when the evaluation's command comes is ``queue`` and
+        ``waiting:load``; a failure is the evaluation's own to report."""
+        if any(not slot.busy and slot.handle.loaded.get(problem.hash) for slot in self.pool(info).live):
+            return  # a free worker has it loaded already
+        frame = self._problem_frame(problem, settings)
+
+        async def warm() -> None:
+            with contextlib.suppress(Exception):
+                await self.pool(info).run(lambda worker: worker.load(frame), label="load")
+
+        task = asyncio.create_task(warm(), name=f"warm-{problem.hash[:12]}")
+        self._warming.add(task)
+        task.add_done_callback(self._warming.discard)
 
     async def check_problem(self, problem: Problem, device: str = "auto") -> None:
         """Import, build the reference, generate inputs for every shape, run it, check it fits."""
@@ -582,6 +601,8 @@ class Evaluator:
         wait_for_baselines: bool = True,
     ) -> Evaluation:
         digest = base["source_hash"]
+        if needs_build:
+            self._warm_worker(info, problem, s)
         staged = await self._stage(source, digest, info, s, needs_build, note, phase_seconds)
         if staged.failure is not None:
             return staged.failure.model_copy(update=base)
