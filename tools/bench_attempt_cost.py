@@ -82,6 +82,12 @@ def get_init_inputs():
 Row = tuple[str, str, str, bool | None]
 
 
+def home_env(home: Path) -> dict[str, str]:
+    """The environment of a machine whose data is all under ``home`` (nothing made elsewhere reused)."""
+    paths = ("STARK_DB_PATH", "STARK_CACHE_DIR", "STARK_TOOLCHAIN_DIR")
+    return {**{k: v for k, v in os.environ.items() if k not in paths}, "STARK_HOME": str(home)}
+
+
 def log(message: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
 
@@ -106,7 +112,7 @@ def variant(source: str) -> str:
 def stark_eval(home: Path, problem: Path, candidate: Path, device: str, *extra: str) -> dict[str, Any]:
     """``stark-mcp eval --json`` in a fresh process: the time its verdict's line came, its exit, the
     Evaluation, and the profile's line if one came after it."""
-    env = {**os.environ, "STARK_HOME": str(home)}
+    env = home_env(home)
     argv = [
         sys.executable,
         "-c",
@@ -197,7 +203,7 @@ async def in_process_fixed(problem_source: str, candidate: str, device: str, hom
 
 
 def doctor_prepare(home: Path) -> dict[str, Any]:
-    env = {**os.environ, "STARK_HOME": str(home)}
+    env = home_env(home)
     t0 = time.monotonic()
     done = subprocess.run(
         [sys.executable, "-c", DRIVER, "doctor", "--prepare", "--json"],
