@@ -35,6 +35,7 @@ from stark_mcp.evaluator.priority import in_background
 from stark_mcp.evaluator.probe import DeviceInfo, Prober
 from stark_mcp.evaluator.sandbox.cgroups import remove_own, sweep_stale
 from stark_mcp.evaluator.sandbox.env import scrub_env
+from stark_mcp.evaluator.sandbox.forked import process_zygote
 from stark_mcp.evaluator.sandbox.launch import unreadable_root
 from stark_mcp.evaluator.sandbox.levels import IsolationInfo, IsolationUnavailable, SandboxPolicy, detect
 from stark_mcp.evaluator.sanitizer_report import first_report, is_memory_error
@@ -123,6 +124,7 @@ class Evaluator:
         # themselves, so checking it again need not queue behind a worker busy with other work.
         self._checked: set[tuple[str, str]] = set()
         self._warming: set[asyncio.Task[None]] = set()  # workers loading a problem while a build runs
+        self._zygote_start: asyncio.Future[Any] | None = None  # this process's zygote, started early
         self._tmp_dir: Path | None = None  # made on first use: an evaluator never entered leaves none
 
     async def __aenter__(self) -> Evaluator:
@@ -134,6 +136,8 @@ class Evaluator:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+        if self._zygote_start is not None:  # a thread: it cannot be cancelled, only awaited
+            await asyncio.gather(self._zygote_start, return_exceptions=True)
         for pool in self._pools.values():
             await asyncio.gather(*(slot.handle.shutdown() for slot in pool.slots))
         await self.builds.close()
@@ -286,6 +290,14 @@ class Evaluator:
                 + str(answer.get("traceback", ""))[-2000:]
             )
         return answer
+
+    def _start_zygote(self) -> None:
+        """Start this process's zygote (it imports torch: 1.5-5 s) in a thread now, while this
+        evaluation probes the device, checks the source and stages it, rather than after all that
+        when its first worker or builder asks for it (``process_zygote`` is shared and locked)."""
+        if self.policy.fork and self._zygote_start is None:
+            env = scrub_env(os.environ, {})
+            self._zygote_start = asyncio.ensure_future(asyncio.to_thread(process_zygote, env))
 
     def _warm_worker(self, info: DeviceInfo, problem: Problem, settings: EvalSettings) -> None:
         """Start a worker and load the problem while the candidate builds: its start-up (torch, a
@@ -442,6 +454,7 @@ class Evaluator:
         waited for; the evaluation is flagged ``baseline_pending:<name>`` and not cached, and its
         caller adds them when they arrive (``RunService`` does)."""
         s = settings or self.settings
+        self._start_zygote()
         info = await self._device(device)
         isolation = await self.isolation()
         key = (problem.hash, source_hash(source), info.name, s.settings_hash, isolation.level)
@@ -601,8 +614,8 @@ class Evaluator:
         wait_for_baselines: bool = True,
     ) -> Evaluation:
         digest = base["source_hash"]
-        if needs_build:
-            self._warm_worker(info, problem, s)
+        if needs_build and not await asyncio.to_thread(self.builds.verified, digest):
+            self._warm_worker(info, problem, s)  # a real build: the worker starts under it
         staged = await self._stage(source, digest, info, s, needs_build, note, phase_seconds)
         if staged.failure is not None:
             return staged.failure.model_copy(update=base)
