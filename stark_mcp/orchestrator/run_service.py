@@ -370,12 +370,14 @@ class RunService(RunReads):
 
     async def evaluate(self, run_id: str, source: str, *,
         progress: Progress | None = None) -> StoredEvaluation:
-        """Evaluate a source for this run without recording a node."""
+        """Evaluate a source for this run without recording a node. No profile: it would delay the
+        verdict (Nsight Compute, 5-9 s), and evaluate_kernel's answer has none; add_child profiles the
+        attempt it records, in the background."""
         source = _clean_source(source)
         check_candidate_source(source)
         run = await self.store.get_run(run_id)
         self._start_late_baselines(run)
-        evaluation = await self._evaluate(run, source, progress)
+        evaluation = await self._evaluate(run, source, progress, profile=False)
         async with self._record_locks.setdefault(run_id, asyncio.Lock()):
             evaluation = await self._with_known_baselines(run_id, evaluation)
             return await self.store.save_evaluation(run_id, source_hash(source), evaluation)
