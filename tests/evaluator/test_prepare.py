@@ -9,6 +9,7 @@ import pytest
 
 from stark_mcp.evaluator import EvalSettings, Evaluator, prepare
 from stark_mcp.problems import load_problem
+from tests.toolchain import shared_toolchain
 
 pytestmark = [pytest.mark.slow, pytest.mark.anyio]
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "cpu"
@@ -36,3 +37,25 @@ async def test_a_prepared_machine_s_first_build_makes_no_shared_header(tmp_path,
     assert after == headers
     primed = [note for ext in evaluation.extensions for note in ext.get("primed", [])]
     assert "pch torch/extension.h: ready" in primed, primed
+
+
+def test_doctor_prepare_makes_them_once(tmp_path, monkeypatch) -> None:
+    """``stark-mcp doctor --prepare``: made once per machine (the run's shared toolchain directory),
+    then nothing left to make."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from stark_mcp.cli import app
+    from tests.toolchain import VARIABLE
+
+    monkeypatch.setattr(prepare, "FLAG_SETS", (("no flags", [], []),))
+    monkeypatch.setenv("STARK_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("STARK_DEVICE", "cpu")
+    monkeypatch.setenv(VARIABLE, str(shared_toolchain()))
+    first = CliRunner().invoke(app, ["doctor", "--prepare", "--json"])
+    assert first.exit_code == 0, first.output
+    assert isinstance(json.loads(first.output)["prepared"], list)
+    again = CliRunner().invoke(app, ["doctor", "--prepare"])
+    assert again.exit_code == 0, again.output
+    assert "prepared: nothing to make, all made before" in again.output
