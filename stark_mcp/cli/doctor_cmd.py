@@ -46,6 +46,8 @@ class DoctorReport(BaseModel):
     database: str
     cache: str
     toolchain: str
+    prepared: list[str] | None = Field(
+        None, description="--prepare: what was made (empty: all of it was made before)")
 
     @property
     def ok(self) -> bool:
@@ -127,18 +129,39 @@ def render(report: DoctorReport) -> str:
             lines.append(f"  (STARK_ISOLATION={report.isolation_requested})")
     lines += [f"data: {report.home}", f"  database: {report.database}", f"  cache: {report.cache}"]
     lines.append(f"  toolchain: {report.toolchain}")
+    if report.prepared is not None:
+        lines.append("prepared: " + ("; ".join(report.prepared) or "nothing to make, all made before"))
     return "\n".join(lines)
 
 
 def doctor_command(
     ctx: typer.Context,
     as_json: bool = typer.Option(False, "--json", help="print the report as one JSON object"),
+    prepare: bool = typer.Option(
+        False, "--prepare", help="also make now the shared build files (precompiled header) that a first "
+        "extension build on this machine would make inside an agent's attempt"),
 ) -> None:
     """Show the isolation level candidates run at, the devices and toolchains, and where data lives."""
-    report = gather(settings_of(ctx))
+    settings = settings_of(ctx)
+    report = gather(settings)
+    if prepare and report.ok:
+        report.prepared = prepare_builds(settings)
     typer.echo(report.model_dump_json() if as_json else render(report))
     if not report.ok:
         raise typer.Exit(1)
+
+
+def prepare_builds(settings: Settings) -> list[str]:
+    """``Evaluator.prepare`` on the configured device (the GPU where there is one)."""
+    import asyncio
+
+    from stark_mcp.orchestrator.session import open_evaluator
+
+    async def run() -> list[str]:
+        async with open_evaluator(settings) as evaluator:
+            return await evaluator.prepare(settings.device)
+
+    return asyncio.run(run())
 
 
 def register(app: typer.Typer) -> None:

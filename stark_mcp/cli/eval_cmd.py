@@ -15,7 +15,7 @@ from stark_mcp.cli.context import DEVICE_HELP, check_device, fail, settings_of, 
 from stark_mcp.cli.display import PhaseDisplay
 
 if TYPE_CHECKING:
-    from stark_mcp.records import Evaluation, TrustReport
+    from stark_mcp.records import Evaluation, ProfileReport, TrustReport
 
 
 def trust_lines(trust: TrustReport) -> list[str]:
@@ -56,11 +56,12 @@ def summary(ev: Evaluation) -> str:
                      f"(tolerance {c.tolerance:.3g}), allclose 1e-2 {c.allclose_1e2}, 1e-4 {c.allclose_1e4}")
     if ev.flags:
         lines.append("flags: " + ", ".join(ev.flags))
+    pending = [f.split(":", 1)[1] for f in ev.flags if f.startswith("baseline_pending:")]
+    if pending:
+        lines.append(f"not timed: {', '.join(pending)} (not cached for this problem yet; time them with "
+                     f"--baselines eager,{','.join(pending)})")
     if ev.profile is not None:
-        from stark_mcp.agents.profiles import describe, render_profile_table
-
-        lines.append("profile:\n" + (render_profile_table([("this", ev.profile)], per_node=8)
-                                      or "- " + describe(ev.profile)))
+        lines.append(profile_text(ev.profile))
     if ev.trust is not None:
         lines += trust_lines(ev.trust)
     if ev.cached:
@@ -71,6 +72,12 @@ def summary(ev: Evaluation) -> str:
     return "\n".join(lines)
 
 
+def profile_text(report: ProfileReport) -> str:
+    from stark_mcp.agents.profiles import describe, render_profile_table
+
+    return "profile:\n" + (render_profile_table([("this", report)], per_node=8) or "- " + describe(report))
+
+
 def eval_command(
     ctx: typer.Context,
     problem: str = typer.Argument(..., help="problem file, JSONL:LEVEL/ID or KernelBench checkout:LEVEL/ID"),
@@ -78,8 +85,11 @@ def eval_command(
     device: str | None = typer.Option(None, "--device", help=DEVICE_HELP, callback=check_device),
     as_json: bool = typer.Option(False, "--json", help="print the Evaluation as one JSON object"),
     baselines: str | None = typer.Option(
-        None, "--baselines", help="comma-separated baselines to time (default: all of them)"),
+        None, "--baselines", help="comma-separated baselines to time (default: eager, and the compile "
+        "baselines already timed for this problem)"),
     no_cache: bool = typer.Option(False, "--no-cache", help="re-evaluate even if a result is cached"),
+    profile: bool = typer.Option(
+        False, "--profile", help="GPU: profile a passing candidate's kernels after printing the verdict"),
 ) -> None:
     """Build, check and time CANDIDATE against PROBLEM in isolated processes."""
     from stark_mcp.orchestrator.session import evaluate_candidate, parse_eval_settings
@@ -96,6 +106,10 @@ def eval_command(
     def show(evaluation: Evaluation) -> None:
         typer.echo(evaluation.model_dump_json() if as_json else summary(evaluation))
 
+    def show_profile(report: ProfileReport) -> None:
+        # --json: the verdict's line, then the profile's own line (the verdict never waits for it)
+        typer.echo(report.model_dump_json() if as_json else profile_text(report))
+
     def waiting(jobs: int) -> None:
         display.show("eval: finishing the shared precompiled header for later builds "
                      "(Ctrl-C skips it; the next eval would start it again)")
@@ -104,6 +118,7 @@ def eval_command(
         asyncio.run(evaluate_candidate(
             settings, problem, source, device=device or settings.device, eval_settings=eval_settings,
             use_cache=not no_cache, progress=display.on_phase, on_result=show, waiting=waiting,
+            wait_for_baselines=baselines is not None, profile=profile, on_profile=show_profile,
         ))
 
 

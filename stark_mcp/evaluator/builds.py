@@ -228,7 +228,7 @@ class BuildCache:
             scratch_bytes=8 << 30,
             max_file_bytes=LOG_LIMIT * 8,
             hidden=self.hidden,
-            cpus=_builder_cpus(info),
+            cpus=builder_cpus(info),
         )
         log = os.open(job / "build.log", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         try:
@@ -258,7 +258,7 @@ class BuildCache:
         build_inside = inside_path(isolation.level, Mount(str(work), "/tmp/build", writable=True))
         job_inside = inside_path(isolation.level, Mount(str(builder.job), "/tmp/job"))
         hidden = self.hidden
-        cpus = _builder_cpus(info)
+        cpus = builder_cpus(info)
         try:
             frames.send(ours.fileno(), {"kind": "candidate", "path": f"{job_inside}/candidate.py"})
         except OSError:
@@ -400,7 +400,7 @@ def _warms_ahead(info: DeviceInfo, isolation: IsolationInfo) -> bool:
     """A builder started ahead of its candidate: on a GPU machine whose builders keep off the cores
     that timed runners spin on (its start-up may overlap a timing loop, and must not preempt it), at
     the ``sandbox`` level (where the build folder's host path can be chosen later, by renaming)."""
-    return info.kind == "cuda" and _builder_cpus(info) is not None and isolation.level == "sandbox"
+    return info.kind == "cuda" and builder_cpus(info) is not None and isolation.level == "sandbox"
 
 
 def _builder_key(info: DeviceInfo, isolation: IsolationInfo) -> tuple[str, ...]:
@@ -408,7 +408,7 @@ def _builder_key(info: DeviceInfo, isolation: IsolationInfo) -> tuple[str, ...]:
     return (info.kind, info.name, str(info.capability), isolation.level)
 
 
-def _builder_cpus(info: DeviceInfo) -> list[int] | None:
+def builder_cpus(info: DeviceInfo) -> list[int] | None:
     """Off the cores a GPU worker and its runners spin on (see trusted/worker.py)."""
     return (spare_cores() or None) if info.kind == "cuda" else None
 

@@ -359,6 +359,10 @@ class RayExecutor:
         return self._pool
 
     # -- the Executor protocol -------------------------------------------------------------------------
+    async def prepare(self, device: str = "auto") -> list[str]:
+        """Nothing here: each actor's evaluator makes its node's shared build files with its first build."""
+        return []
+
     async def resolve_device(self, device: str = "auto") -> str:
         if device not in ("auto", "cpu", "cuda"):
             raise EvaluatorError(f"unknown device {device!r}; use auto, cpu or cuda")

@@ -9,6 +9,7 @@ by ``pool.py``), which runs the candidate in its own jail. See docs/evaluator.md
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import shutil
 import tempfile
@@ -21,7 +22,7 @@ from typing import Any
 
 from stark_mcp.config import default_toolchain_dir
 from stark_mcp.evaluator import assemble, profiles
-from stark_mcp.evaluator.builds import BuildCache
+from stark_mcp.evaluator.builds import BuildCache, builder_cpus
 from stark_mcp.evaluator.cache import BaselineCache, ResultCache
 from stark_mcp.evaluator.errors import EvaluatorError
 from stark_mcp.evaluator.extensions import ExtensionCache
@@ -29,8 +30,12 @@ from stark_mcp.evaluator.gpus import GpuChoice, choose_gpus, parse_gpus, visible
 from stark_mcp.evaluator.integrity import Integrity
 from stark_mcp.evaluator.outside_tools import ToolPaths
 from stark_mcp.evaluator.pool import Slot, SlotPool
+from stark_mcp.evaluator.prepare import warmup_requests
+from stark_mcp.evaluator.priority import in_background
 from stark_mcp.evaluator.probe import DeviceInfo, Prober
 from stark_mcp.evaluator.sandbox.cgroups import remove_own, sweep_stale
+from stark_mcp.evaluator.sandbox.env import scrub_env
+from stark_mcp.evaluator.sandbox.forked import process_zygote
 from stark_mcp.evaluator.sandbox.launch import unreadable_root
 from stark_mcp.evaluator.sandbox.levels import IsolationInfo, IsolationUnavailable, SandboxPolicy, detect
 from stark_mcp.evaluator.sanitizer_report import first_report, is_memory_error
@@ -120,6 +125,8 @@ class Evaluator:
         # (problem key, device) checked by a worker of this evaluator: evaluations load the problem
         # themselves, so checking it again need not queue behind a worker busy with other work.
         self._checked: set[tuple[str, str]] = set()
+        self._warming: set[asyncio.Task[None]] = set()  # workers loading a problem while a build runs
+        self._zygote_start: asyncio.Future[Any] | None = None  # this process's zygote, started early
         self._tmp_dir: Path | None = None  # made on first use: an evaluator never entered leaves none
         self.sol = SolFloors(self.cache_dir / "sol", self.integrity)  # floors and peaks: docs/sol.md
 
@@ -128,10 +135,12 @@ class Evaluator:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
-        tasks = [shared.task for shared in self._inflight.values()]
+        tasks = [shared.task for shared in self._inflight.values()] + list(self._warming)
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+        if self._zygote_start is not None:  # a thread: it cannot be cancelled, only awaited
+            await asyncio.gather(self._zygote_start, return_exceptions=True)
         for pool in self._pools.values():
             await asyncio.gather(*(slot.handle.shutdown() for slot in pool.slots))
         await self.builds.close()
@@ -147,6 +156,21 @@ class Evaluator:
         if waiting is not None and self.extensions.pending:
             waiting(self.extensions.pending)
         await self.extensions.settle()
+
+    async def prepare(self, device: str = "auto") -> list[str]:
+        """Make now what a first extension build on this machine would make inside an agent's attempt
+        (the shared precompiled header, include profiles: ``prepare.py``), and wait for it; notes
+        say what was made (none: it was made before)."""
+        info = await self._device(device)
+        env = scrub_env(os.environ, {k: v for k, v in self.builds.env(info, "").items() if v})
+        toolchain = await self.extensions.toolchain(env)
+        cpus = builder_cpus(info)
+        notes: list[str] = []
+        for label, request in warmup_requests(info.kind):
+            made = await self.extensions.prime(request, env, toolchain, self.settings.build_timeout_s, cpus)
+            notes += [f"{label}: {note}" for note in made]
+        await self.extensions.settle()
+        return notes
 
     # -- devices and isolation -----------------------------------------------------------------------
     async def resolve_device(self, device: str = "auto") -> str:
@@ -255,13 +279,45 @@ class Evaluator:
                 timings=timings,
             )
 
-        answer = await self.pool(info).run(job)
+        def waited(what: str, seconds: float) -> None:
+            if timings is not None:  # a named phase of its own, never ``transfer``
+                name = f"waiting:{what}"
+                timings[name] = round(timings.get(name, 0.0) + seconds, 3)
+
+        answer = await self.pool(info).run(
+            job, label=_job_label(frame), background=in_background(), waited=waited
+        )
         if answer.get("kind") == "problem_error":
             raise ProblemError(
                 f"{problem.name}: {answer.get('step')} failed: {answer.get('message')}\n"
                 + str(answer.get("traceback", ""))[-2000:]
             )
         return answer
+
+    def _start_zygote(self) -> None:
+        """Start this process's zygote (it imports torch: 1.5-5 s) in a thread now, while this
+        evaluation probes the device, checks the source and stages it, rather than after all that
+        when its first worker or builder asks for it (``process_zygote`` is shared and locked)."""
+        if self.policy.fork and self._zygote_start is None:
+            env = scrub_env(os.environ, {})
+            self._zygote_start = asyncio.ensure_future(asyncio.to_thread(process_zygote, env))
+
+    def _warm_worker(self, info: DeviceInfo, problem: Problem, settings: EvalSettings) -> None:
+        """Start a worker and load the problem while the candidate builds: its start-up (torch, a
+        CUDA context, the reference, the problem's runners: seconds) then overlaps the build rather
+        than following it. What is left of it when the evaluation's command comes is ``queue`` and
+        ``waiting:load``; a failure is the evaluation's own to report."""
+        if any(not slot.busy and slot.handle.loaded.get(problem.hash) for slot in self.pool(info).live):
+            return  # a free worker has it loaded already
+        frame = self._problem_frame(problem, settings)
+
+        async def warm() -> None:
+            with contextlib.suppress(Exception):
+                await self.pool(info).run(lambda worker: worker.load(frame), label="load")
+
+        task = asyncio.create_task(warm(), name=f"warm-{problem.hash[:12]}")
+        self._warming.add(task)
+        task.add_done_callback(self._warming.discard)
 
     async def check_problem(self, problem: Problem, device: str = "auto") -> None:
         """Import, build the reference, generate inputs for every shape, run it, check it fits."""
@@ -401,14 +457,20 @@ class Evaluator:
         waited for; the evaluation is flagged ``baseline_pending:<name>`` and not cached, and its
         caller adds them when they arrive (``RunService`` does)."""
         s = settings or self.settings
+        self._start_zygote()
+        asked = time.monotonic()
         info = await self._device(device)
         isolation = await self.isolation()
+        # a fresh cache probes the device and the sandbox (a process that initialises CUDA: seconds)
+        probe_s = time.monotonic() - asked
         key = (problem.hash, source_hash(source), info.name, s.settings_hash, isolation.level)
         if not wait_for_baselines:
             key = (*key, "no-wait")
         results = ResultCache(self.cache_dir / "results", self.integrity, reuse=isolation.level != "process")
         if use_cache:
-            hit = await asyncio.to_thread(results.get, key)
+            # stored under the first five parts (only a result with every baseline is stored): it
+            # answers a caller that would not wait for baselines as well
+            hit = await asyncio.to_thread(results.get, key[:5])
             if hit is not None:
                 if s.profile and hit.passed and hit.device == "cuda" and hit.profile is None:
                     # Cached before profiles existed, or with profiling off: the verdict stands, the
@@ -420,7 +482,9 @@ class Evaluator:
         shared = self._inflight.get(key)
         if shared is None:
             task = asyncio.create_task(
-                self._evaluate_uncached(problem, source, info, s, progress, results, key, wait_for_baselines)
+                self._evaluate_uncached(
+                    problem, source, info, s, progress, results, key, wait_for_baselines, probe_s
+                )
             )
             shared = self._inflight[key] = _Shared(task)
             task.add_done_callback(lambda _t, k=key, sh=shared: self._forget(k, sh))
@@ -449,8 +513,9 @@ class Evaluator:
         results: ResultCache,
         key: tuple[str, ...],
         wait_for_baselines: bool = True,
+        probe_s: float = 0.0,
     ) -> Evaluation:
-        started = time.monotonic()
+        started = time.monotonic() - probe_s
         base = {
             "device": info.kind,
             "device_name": info.name,
@@ -464,7 +529,7 @@ class Evaluator:
                 await progress(_STEPS.get(message, 0.0), _TOTAL, message)
 
         static = check_candidate(source)
-        phase_seconds = {"static": round(time.monotonic() - started, 3)}
+        phase_seconds = {"probe": round(probe_s, 3), "static": round(time.monotonic() - started - probe_s, 3)}
         if static.status is not None:
             evaluation = Evaluation(
                 status=static.status, reason=static.reason, message=static.message, flags=static.flags,
@@ -558,6 +623,8 @@ class Evaluator:
         wait_for_baselines: bool = True,
     ) -> Evaluation:
         digest = base["source_hash"]
+        if needs_build and not await asyncio.to_thread(self.builds.verified, digest):
+            self._warm_worker(info, problem, s)  # a real build: the worker starts under it
         staged = await self._stage(source, digest, info, s, needs_build, note, phase_seconds)
         if staged.failure is not None:
             return staged.failure.model_copy(update=base)
@@ -593,6 +660,9 @@ class Evaluator:
             result.phase_seconds.get("queue", 0.0) + timings.get("queue", 0), 3
         )
         result.phase_seconds["process_start"] = round(timings.get("process_start", 0.0) + worker_setup, 3)
+        for name, seconds in timings.items():
+            if name.startswith("waiting:"):  # for a device slot, named by the work that held it
+                result.phase_seconds[name] = seconds
         result.phase_seconds["transfer"] = round(
             max(0.0, time.monotonic() - t0 - inside - sum(timings.values())), 3
         )
@@ -821,6 +891,12 @@ class Evaluator:
                         "measured beside the candidate by more than 10%"
                     )
         return _shape_stats(entries)
+
+
+def _job_label(frame: dict[str, Any]) -> str:
+    """What a worker command is, as a waiting evaluation names it."""
+    cmd = str(frame.get("cmd", "command"))
+    return f"baseline {frame['name']}" if cmd == "baseline" and "name" in frame else cmd
 
 
 def _add(a: dict[str, float], b: dict[str, float]) -> dict[str, float]:

@@ -22,6 +22,7 @@ from stark_mcp.agents.templates import PromptTemplates, packaged
 from stark_mcp.evaluator import EvalSettings
 from stark_mcp.evaluator.assemble import aggregate, with_baselines
 from stark_mcp.evaluator.executor import Executor
+from stark_mcp.evaluator.priority import background
 from stark_mcp.orchestrator.errors import BudgetExhausted, InvalidInput, RunError
 from stark_mcp.orchestrator.inputs import (
     check_candidate_source,
@@ -79,7 +80,8 @@ class RunService(RunReads):
         self._record_locks: dict[str, asyncio.Lock] = {}
         # Compile baselines timed after create_run returned, one task per run (``_late_baselines``).
         self._baseline_tasks: dict[str, asyncio.Task[None]] = {}
-        self._background: set[asyncio.Task[None]] = set()  # reference profiles
+        self._background: set[asyncio.Task[None]] = set()  # reference profiles, shared build files
+        self._prepared: set[str] = set()  # devices whose shared build files a task has made
         # One profile of a problem's reference per device and profile settings, shared by the runs
         # of that problem: a second run of it (a benchmark's strategies, a user starting over) reuses
         # it rather than keeping the device busy for as long again.
@@ -171,6 +173,8 @@ class RunService(RunReads):
             ),
         )
         self._start_late_baselines(run)
+        if resolved_device == "cuda":
+            self._start_prepare(resolved_device)
         if resolved_device == "cuda" and settings.profile:
             self._start_reference_profile(run, settings)
         await report(steps, f"run {run.id} created" + (
@@ -205,6 +209,25 @@ class RunService(RunReads):
             task.add_done_callback(lambda t, rid=run.id: self._forget_task(rid, t))
         return task
 
+    def _start_prepare(self, device: str) -> None:
+        """Make the shared build files (a precompiled header: a minute on a fresh machine) while the
+        agent writes its first attempt, once per process; the attempt's build takes them when made."""
+        if device in self._prepared:
+            return
+        self._prepared.add(device)
+
+        async def prepare() -> None:
+            try:
+                await self.evaluator.prepare(device)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - the first build makes them instead
+                log.warning("preparing the shared build files failed: %s", exc)
+
+        task = asyncio.create_task(prepare(), name=f"prepare-{device}")
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
     def _start_reference_profile(self, run: RunRecord, settings: EvalSettings) -> None:
         """Profile the reference in the background, kept beside the root node: the first plans
         improve the reference and read where its time goes; create_run does not wait for it. Runs of
@@ -213,10 +236,11 @@ class RunService(RunReads):
         key = (run.problem.hash, run.device, settings.profile_timeout_s, settings.profile_max_kernels)
         shared = self._reference_profiles.get(key)
         if shared is None or (shared.done() and (shared.cancelled() or shared.exception() is not None)):
-            shared = asyncio.create_task(
-                self.evaluator.profile(run.problem, None, device=run.device, settings=settings),
-                name=f"reference-profile-{run.problem.hash[:12]}",
-            )
+            with background():  # the task inherits it: the device's idle time, never an attempt's
+                shared = asyncio.create_task(
+                    self.evaluator.profile(run.problem, None, device=run.device, settings=settings),
+                    name=f"reference-profile-{run.problem.hash[:12]}",
+                )
             self._reference_profiles[key] = shared
 
         async def profile() -> None:
@@ -240,9 +264,10 @@ class RunService(RunReads):
 
         async def profile() -> None:
             try:
-                report = await self.evaluator.profile(
-                    run.problem, node.source, device=run.device, settings=_run_settings(run)
-                )
+                with background():  # taken while the device is idle: the next attempt never waits
+                    report = await self.evaluator.profile(
+                        run.problem, node.source, device=run.device, settings=_run_settings(run)
+                    )
                 await self.store.add_profile(run.id, node.id, report)
             except asyncio.CancelledError:
                 raise
@@ -270,7 +295,8 @@ class RunService(RunReads):
         names = list(run.pending_baselines)
         errors: dict[str, str] = {}
         try:
-            late = await self.evaluator.baseline_shapes(run.problem, device=run.device, which=names)
+            with background():  # no attempt's evaluation waits behind them (evaluator/priority.py)
+                late = await self.evaluator.baseline_shapes(run.problem, device=run.device, which=names)
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # noqa: BLE001 - recorded on the run, never raised into a caller
@@ -361,12 +387,14 @@ class RunService(RunReads):
 
     async def evaluate(self, run_id: str, source: str, *,
         progress: Progress | None = None) -> StoredEvaluation:
-        """Evaluate a source for this run without recording a node."""
+        """Evaluate a source for this run without recording a node. No profile: it would delay the
+        verdict (Nsight Compute, 5-9 s), and evaluate_kernel's answer has none; add_child profiles the
+        attempt it records, in the background."""
         source = _clean_source(source)
         check_candidate_source(source)
         run = await self.store.get_run(run_id)
         self._start_late_baselines(run)
-        evaluation = await self._evaluate(run, source, progress)
+        evaluation = await self._evaluate(run, source, progress, profile=False)
         async with self._record_locks.setdefault(run_id, asyncio.Lock()):
             evaluation = await self._with_known_baselines(run_id, evaluation)
             return await self.store.save_evaluation(run_id, source_hash(source), evaluation)

@@ -29,7 +29,7 @@ from stark_mcp.orchestrator.reads import RunReads
 from stark_mcp.orchestrator.run_service import RunService
 from stark_mcp.problems import load_problem
 from stark_mcp.progress import Progress
-from stark_mcp.records import Evaluation
+from stark_mcp.records import Evaluation, ProfileReport
 from stark_mcp.store import Store
 from stark_mcp.usercode.request import ProblemRequest
 
@@ -126,19 +126,33 @@ async def evaluate_candidate(
     progress: Progress | None = None,
     on_result: Callable[[Evaluation], None] | None = None,
     waiting: Callable[[int], None] | None = None,
+    wait_for_baselines: bool = True,
+    profile: bool = False,
+    on_profile: Callable[[ProfileReport], None] | None = None,
 ) -> Evaluation:
     """One trusted evaluation of ``source`` against the problem spec ``problem``; nothing recorded.
 
-    ``on_result`` gets the verdict as soon as it is known; then this call waits for the background
-    work later builds use (a precompiled header: a process that exits would stop it, and every later
-    ``eval`` would start it again), calling ``waiting(jobs)`` first if there is any."""
+    ``on_result`` gets the verdict as soon as it is known, without a profile: the profile (Nsight
+    Compute, 5-9 s on an H200) is taken after it, only with ``profile``, and handed to
+    ``on_profile``. ``wait_for_baselines=False``: compile baselines not cached yet are not timed
+    (flagged ``baseline_pending:<name>``). Then this call waits for the background work later
+    builds use (a precompiled header: a process that exits would stop it, and every later ``eval``
+    would start it again), calling ``waiting(jobs)`` first if there is any."""
     loaded = load_problem(problem)
     async with open_evaluator(settings, eval_settings) as evaluator:
         evaluation = await evaluator.evaluate(
-            loaded, source, device=device, use_cache=use_cache, progress=progress
+            loaded, source, device=device, settings=eval_settings.model_copy(update={"profile": False}),
+            use_cache=use_cache, progress=progress, wait_for_baselines=wait_for_baselines,
         )
         if on_result is not None:
             on_result(evaluation)
+        if profile and evaluation.passed and evaluation.profile is None:
+            report = await evaluator.profile(
+                loaded, source, device=device, settings=eval_settings, progress=progress
+            )
+            evaluation = evaluation.model_copy(update={"profile": report})
+            if on_profile is not None:
+                on_profile(report)
         await evaluator.settle(waiting)
         return evaluation
 

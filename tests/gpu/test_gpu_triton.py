@@ -130,6 +130,13 @@ async def test_triton_run_returns_before_compile_baseline_and_refuses_cuda_sourc
         assert refused.evaluation is not None and refused.evaluation.status is Status.REJECTED
         assert refused.evaluation.reason == "language" and "Triton" in refused.evaluation.message
         honest = await service.add_child(run.id, "n0", (FIXTURES / "cand_relu_add_triton.py").read_text())
+        # the verdict waited for neither the compile baseline being timed nor a profile (issue 40)
+        assert honest.evaluation is not None and honest.evaluation.passed, honest.evaluation
+        phases = honest.evaluation.phase_seconds
+        assert "profile" not in phases and phases.get("transfer", 0.0) < 1.0, phases
+        assert sum(v for k, v in phases.items() if k.startswith("waiting:")) < 5.0, phases
+        looked = await service.evaluate(run.id, (FIXTURES / "cand_relu_add_triton.py").read_text())
+        assert "profile" not in looked.evaluation.phase_seconds  # evaluate_kernel's path: no profile either
         started = time.monotonic()
         settled = await service.settle_baselines(run.id)
         settle_s = time.monotonic() - started
@@ -145,4 +152,7 @@ async def test_triton_run_returns_before_compile_baseline_and_refuses_cuda_sourc
         node = tree.get(honest.id)
         assert node.evaluation is not None and "compile_default" in node.evaluation.speedups
         assert not any(f.startswith("baseline_pending") for f in node.evaluation.flags)
+        await service.profiles_ready(run.id)  # taken after the verdict, while the device was idle
+        profiled = await service.node(run.id, honest.id)
+        assert profiled.evaluation is not None and profiled.evaluation.profile is not None
         await service.aclose()

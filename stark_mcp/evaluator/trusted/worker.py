@@ -129,6 +129,8 @@ class ProblemState:
     def __init__(self, problem: LoadedProblem, job_dir: str) -> None:
         self.problem, self.job_dir = problem, job_dir
         self.baseline: Driver | None = None
+        # the eager runner started during the load, and the settings its jail was made for
+        self.early_baseline: tuple[RunnerHandle, str] | None = None
         self.used = time.monotonic()
 
 
@@ -227,26 +229,55 @@ class Worker:
             return
         job_dir = tempfile.mkdtemp(prefix="problem-", dir=self.workdir)
         shutil.copyfile(cmd["path"], os.path.join(job_dir, "problem.py"))
+        os.chmod(job_dir, 0o755)
+        settings = _session_settings(dict(cmd.get("settings") or {}), self.cuda)
+        early = self._start_early(job_dir, settings)
         problem = LoadedProblem(key, str(cmd["name"]), os.path.join(job_dir, "problem.py"), self.device)
         problem.on_sizes = self._size_check
         try:
             problem.load()
             self._size_check(problem)
         except ProblemFailure as fail:
+            if early is not None:
+                early[0].close()
             shutil.rmtree(job_dir, ignore_errors=True)
             self.send(
                 {"kind": "problem_error", "step": fail.step, "message": fail.message, "traceback": fail.tb}
             )
             return
         except ResourceExhausted as exc:
+            if early is not None:
+                early[0].close()
             shutil.rmtree(job_dir, ignore_errors=True)
             self._exhausted(exc)
             return
         give_back_cached(self.device)  # the shape probes' inputs and outputs are garbage now
         torch.save(problem.init, os.path.join(job_dir, "init.pt"))
-        os.chmod(job_dir, 0o755)
-        self.problems[key] = ProblemState(problem, job_dir)
+        state = self.problems[key] = ProblemState(problem, job_dir)
+        state.early_baseline = early
+        if self.cuda and self._slots(problem) <= 1:  # inputs that fill the device: no extra context
+            for spare in self.spares:
+                spare.discard()
+            self.spares = []
         self.send(self._loaded(problem))
+
+    def _start_early(self, job_dir: str, settings: dict[str, Any]) -> tuple[RunnerHandle, str] | None:
+        """Start the problem's eager runner and a spare candidate runner now, while the problem loads
+        here: their start-up (a fork, torch's and the CUDA context's initialisation: ~0.3-1 s each on
+        an H200) overlaps the load instead of following it inside the first evaluation. Where the
+        zygote forks them (or on a GPU); a spare is used once, by one candidate, as every spare."""
+        if not (self.cuda or self.zygote() is not None):
+            return None
+        try:
+            if not self.spares:
+                self.spares.append(self.spawn_runner(settings))
+            runner = RunnerHandle("baseline eager", self.device, _spin(self.cuda))
+            spec = self.jail_spec("baseline", settings)
+            spec.mounts = [Mount(job_dir, "/tmp/job")]
+            runner.start(spec, self.info, zygote=self.zygote())
+            return runner, json_key(settings)
+        except Exception:  # noqa: BLE001 - started later, where a failure is reported
+            return None
 
     def _loaded(self, problem: LoadedProblem) -> dict[str, Any]:
         return {
@@ -306,11 +337,13 @@ class Worker:
         compile_mode: str | None = None,
         timeout: float = 300.0,
     ) -> Driver:
-        runner = RunnerHandle(f"baseline {compile_mode or 'eager'}", self.device, _spin(self.cuda))
-        spec = self.jail_spec("baseline", settings)
         mount = Mount(state.job_dir, "/tmp/job")
-        spec.mounts = [mount]
-        runner.start(spec, self.info, zygote=self.zygote())
+        runner = self._early_runner(state, settings) if compile_mode is None else None
+        if runner is None:
+            runner = RunnerHandle(f"baseline {compile_mode or 'eager'}", self.device, _spin(self.cuda))
+            spec = self.jail_spec("baseline", settings)
+            spec.mounts = [mount]
+            runner.start(spec, self.info, zygote=self.zygote())
         driver = Driver(state.problem, runner, self.tools, self._slots(state.problem))
         inside = inside_path(self.info.level, mount)
         setup = {
@@ -342,6 +375,17 @@ class Worker:
             )
         return driver
 
+    def _early_runner(self, state: ProblemState, settings: dict[str, Any]) -> RunnerHandle | None:
+        """The eager runner started while the problem loaded, if it lives and fits ``settings``."""
+        early, state.early_baseline = state.early_baseline, None
+        if early is None:
+            return None
+        runner, key = early
+        if runner.alive() and key == json_key(settings):
+            return runner
+        runner.close()
+        return None
+
     def _make_room(self, state: ProblemState) -> None:
         """Close other problems' warm baselines (least recently used first) until this problem's
         estimated need fits in what the device has free: a long-lived worker (a benchmark, a shared
@@ -367,6 +411,7 @@ class Worker:
             if state.baseline is not None:
                 state.baseline.close()
                 state.baseline = None
+            _drop_early(state)
         held = _large_tensors()
         self._memory_settled()
         free = self._free_bytes() / (1 << 30)
@@ -746,6 +791,7 @@ class Worker:
         for state in self.problems.values():
             if state.baseline is not None:
                 state.baseline.close()
+            _drop_early(state)
         for spare in self.spares:
             spare.discard()
         if self._zygote is not None:
@@ -776,6 +822,13 @@ def _large_tensors(limit: int = 1 << 30) -> str:
 
 def _spin(cuda: bool) -> float:
     return GPU_SPIN_S if cuda else 0.0
+
+
+def _drop_early(state: ProblemState) -> None:
+    """Close the eager runner started during the load, if nobody took it."""
+    if state.early_baseline is not None:
+        state.early_baseline[0].close()
+        state.early_baseline = None
 
 
 def _session_settings(settings: dict[str, Any], cuda: bool) -> dict[str, Any]:

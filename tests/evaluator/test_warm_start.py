@@ -1,0 +1,34 @@
+"""A first evaluation's fixed cost: the worker starts and loads the problem while the candidate
+builds, and the problem's load starts its runners, so the evaluation's own ``process_start`` is
+short even in a fresh evaluator (as in a one-off ``stark-mcp eval``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from stark_mcp.evaluator import EvalSettings, Evaluator
+from stark_mcp.problems import load_problem
+from tests.toolchain import shared_toolchain
+
+pytestmark = [pytest.mark.slow, pytest.mark.anyio]
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "cpu"
+
+
+async def test_the_worker_starts_under_the_build(tmp_path: Path) -> None:
+    settings = EvalSettings(baselines=("eager",), min_time_s=0.005, max_time_s=0.3, build_timeout_s=600.0)
+    async with Evaluator(tmp_path / "cache", settings, toolchain_dir=shared_toolchain()) as ev:
+        evaluation = await ev.evaluate(
+            load_problem(str(FIXTURES / "relu_sum.py")), (FIXTURES / "ext_ok.py").read_text(), device="cpu",
+        )
+        pool = await ev.worker_pool("cpu")
+    assert evaluation.passed, evaluation.message
+    phases = evaluation.phase_seconds
+    build = phases["build"]
+    # the worker's start (torch in a zygote, the problem's import and runners: 2-10 s here) was over
+    # before the build was: what is left of it is small, and named
+    left = phases["process_start"] + sum(v for k, v in phases.items() if k.startswith("waiting:"))
+    assert build > left, phases
+    assert phases["process_start"] < 1.0, phases
+    assert [lease.outcome for lease in pool.history][:2] == ["ok", "ok"]  # the load, then the evaluation
