@@ -1,14 +1,19 @@
 """Measure a device's peaks: memory bandwidth (a device copy, bytes read plus written), FP32
 throughput (a library matmul with TF32 off) and 16-bit tensor-core throughput (a bf16 matmul).
 
-Runs in the trusted worker (no candidate or problem code involved), once per device; the parent
-caches the answer (``stark_mcp.sol.calibration``). On the CPU it measures one thread, because CPU
-candidates are timed on one thread. Standard library and torch only.
+Asked of the trusted worker (no candidate or problem code involved), once per device; the parent
+caches the answer (``stark_mcp.sol.calibration``). On a GPU the worker runs it in a process of its
+own (``measure``): the libraries a matmul loads into a CUDA context (cuBLAS and its kernels, about
+2 GB on an H200) would otherwise stay in the long-lived worker's. On the CPU it measures one
+thread, because CPU candidates are timed on one thread. Standard library and torch only.
 """
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
+import sys
 import time
 from collections.abc import Callable
 from typing import Any
@@ -62,6 +67,27 @@ def _cpu_cache_bytes() -> int:
     return best or CPU_CACHE_FALLBACK
 
 
+CHILD_TIMEOUT_S = 180.0
+
+
+def measure(device: str) -> dict[str, Any]:
+    """``calibrate`` where the worker asks for it: in this process on the CPU, in a child on a GPU."""
+    if not device.startswith("cuda"):
+        return calibrate(device)
+    done = subprocess.run(
+        [sys.executable, "-P", "-m", __name__, device],
+        capture_output=True,
+        text=True,
+        timeout=CHILD_TIMEOUT_S,
+        check=False,
+        stdin=subprocess.DEVNULL,
+    )
+    lines = done.stdout.strip().splitlines()
+    if done.returncode != 0 or not lines:
+        raise RuntimeError(f"calibration exited {done.returncode}: {done.stderr.strip()[-1200:]}")
+    return json.loads(lines[-1])
+
+
 def calibrate(device: str, sizes: dict[str, int] | None = None) -> dict[str, Any]:
     """The device's measured peaks, as the ``calibrated`` answer frame."""
     cuda = device.startswith("cuda")
@@ -102,3 +128,7 @@ def calibrate(device: str, sizes: dict[str, int] | None = None) -> dict[str, Any
         ),
         "seconds": round(time.monotonic() - started, 3),
     }
+
+
+if __name__ == "__main__":
+    print(json.dumps(calibrate(sys.argv[1])), flush=True)

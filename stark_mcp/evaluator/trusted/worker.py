@@ -654,7 +654,7 @@ class Worker:
     def calibrate(self, cmd: dict[str, Any]) -> None:
         """Measure this device's peaks (bandwidth, FP32, tensor cores) with no runner alive."""
         try:
-            answer = sol_calibrate.calibrate(self.device)
+            answer = sol_calibrate.measure(self.device)
         except Exception as exc:  # noqa: BLE001 - the parent falls back to the datasheet
             answer = {"kind": "sol_missing", "message": f"{type(exc).__name__}: {exc}"[:1500]}
         finally:

@@ -351,7 +351,12 @@ def main(argv: list[str]) -> None:
         frames_fd, block_fd, go_bell, done_bell = connect(argv[1])
     else:
         frames_fd, block_fd, go_bell, done_bell = (int(x) for x in argv[:4])
-    os.makedirs(os.environ.get("HOME", "/tmp"), exist_ok=True)
+    home = os.environ.get("HOME", "/tmp")
+    os.makedirs(home, exist_ok=True)
+    # Triton reads its home folder's default when first imported, and the zygote this runner was
+    # forked from imported it under the evaluator's own HOME (read-only in here): torch.compile's
+    # baselines then failed with "Permission denied: '/root/.triton'". This jail's home it is.
+    os.environ["TRITON_HOME"] = home
     if torch.cuda.is_available() and os.environ.get("CUDA_VISIBLE_DEVICES", "x") != "":
         torch.zeros(1, device="cuda")  # a spare initializes CUDA while it waits for work
         with contextlib.suppress(ImportError):
