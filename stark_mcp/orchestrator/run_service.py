@@ -33,6 +33,7 @@ from stark_mcp.orchestrator.inputs import (
 )
 from stark_mcp.orchestrator.own_module import CreatedProblem, create_problem
 from stark_mcp.orchestrator.reads import RunReads
+from stark_mcp.orchestrator.roots import AllowedRoots
 from stark_mcp.problems import Problem, source_hash
 from stark_mcp.progress import Progress
 from stark_mcp.records import (
@@ -121,18 +122,20 @@ class RunService(RunReads):
         progress: Progress | None = None,
         language: str | None = None,
         wait_for_baselines: bool = False,
+        roots: AllowedRoots | None = None,
     ) -> tuple[RunRecord, Node]:
         """Check the problem, time its eager baseline and record the run with its root node.
 
         The other baselines (torch.compile) are timed in the background (``pending_baselines``)
         and fill in every node's speedups when they arrive; ``wait_for_baselines`` times them
         here instead. ``language`` (cuda, triton or cpp) defaults to C++ on the CPU, CUDA on a
-        GPU. Progress runs on one scale: the check, the eager baseline, the record.
+        GPU. Progress runs on one scale: the check, the eager baseline, the record. ``roots`` (a
+        server's) confine a problem given by path (``roots.py``).
         """
         if not 1 <= budget <= MAX_BUDGET:
             raise InvalidInput(f"budget must be between 1 and {MAX_BUDGET}, got {budget}")
         policy_config = _policy_config(policy)
-        loaded = problem if isinstance(problem, Problem) else resolve_problem(problem, name)
+        loaded = problem if isinstance(problem, Problem) else resolve_problem(problem, name, roots)
         resolved_device = await self.evaluator.resolve_device(device)
         run_language = check_language(language, resolved_device)
         settings = eval_settings or self.evaluator.settings
@@ -178,11 +181,12 @@ class RunService(RunReads):
 
     async def create_problem(
         self, request: ProblemRequest, *, device: str = "auto", check: bool = True,
-        progress: Progress | None = None,
+        progress: Progress | None = None, roots: AllowedRoots | None = None,
     ) -> CreatedProblem:
-        """A problem file from the user's own module (see ``own_module``), run once by this evaluator."""
+        """A problem file from the user's own module (see ``own_module``), run once by this evaluator;
+        ``roots`` (a server's) confine every path of the request and the write."""
         checker = self.evaluator if check else None
-        return await create_problem(request, checker, device=device, progress=progress)
+        return await create_problem(request, checker, device=device, progress=progress, roots=roots)
 
     async def settle_baselines(self, run_id: str) -> RunRecord:
         """Wait until the run's pending baselines are timed (or given up) and filled in."""

@@ -6,14 +6,16 @@ or HTTP, and tests drive it in process with ``mcp.Client(server)``.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
+from pathlib import Path
 
 from mcp.server.mcpserver import MCPServer
 
 from stark_mcp import __version__
 from stark_mcp.config import Settings
 from stark_mcp.llm import LLMBackend, backend_from_settings
+from stark_mcp.orchestrator.roots import AllowedRoots
 from stark_mcp.orchestrator.session import EvalSettings, open_service
 from stark_mcp.server.instructions import INSTRUCTIONS
 from stark_mcp.server.own_module import register_own_module
@@ -32,14 +34,18 @@ def build_server(
     *,
     eval_settings: EvalSettings | None = None,
     backend_factory: BackendFactory | None = None,
+    roots: Sequence[str | Path] = (),
 ) -> MCPServer[AppState]:
     """The stark-mcp MCP server.
 
     ``settings`` default to ``Settings.from_env()`` (read here, once); the store, the evaluator
     and the prompt templates are the ones they name, the evaluator using ``eval_settings``;
     ``backend_factory`` makes the LLM backend for ``optimize`` (default: from the settings).
+    Every path a client passes must resolve inside the working folder, as it is now, or one of
+    ``roots`` (``serve --root``); InvalidInput if one of them is not a folder.
     """
     resolved = settings or Settings.from_env()
+    allowed = AllowedRoots.of(roots)
 
     def default_backend() -> LLMBackend:
         return backend_from_settings(resolved)
@@ -48,7 +54,7 @@ def build_server(
 
     async def open_state(stack: AsyncExitStack) -> AppState:
         service = await stack.enter_async_context(open_service(resolved, eval_settings))
-        return AppState(service=service, settings=resolved, backend_factory=make_backend)
+        return AppState(service=service, settings=resolved, backend_factory=make_backend, roots=allowed)
 
     shared = SharedState(open_state)
 

@@ -19,6 +19,7 @@ from mcp.server.mcpserver import Context
 
 from stark_mcp.config import Settings
 from stark_mcp.llm import LLMBackend
+from stark_mcp.orchestrator.roots import AllowedRoots
 from stark_mcp.orchestrator.run_service import RunService
 
 BackendFactory = Callable[[], LLMBackend]
@@ -29,6 +30,7 @@ class AppState:
     service: RunService
     settings: Settings
     backend_factory: BackendFactory
+    roots: AllowedRoots  # where clients' path arguments must resolve
 
 
 @dataclass

@@ -58,7 +58,8 @@ RunId = Annotated[str, Field(description="the run id from create_run or list_run
 NodeId = Annotated[str, Field(description="a node id of that run, e.g. n0 (the root) or n3")]
 Source = Annotated[str, Field(description="the complete Python file defining class ModelNew(nn.Module)")]
 ProblemArg = Annotated[
-    str, Field(description="path to a problem .py file (or file.jsonl:LEVEL/ID), or the source itself")
+    str, Field(description="path to a problem .py file (or file.jsonl:LEVEL/ID) inside the server's roots "
+               "(relative paths start at its working folder), or the source itself")
 ]
 DeviceArg = Annotated[
     str | None, Field(description="auto, cuda or cpu (default: the server's STARK_DEVICE, else auto)")
@@ -110,7 +111,7 @@ async def create_run(
     with tool_errors():
         run, root = await state.service.create_run(
             problem, device=device or state.settings.device, policy=policy, budget=budget, seed=seed,
-            name=name, progress=relay(ctx), language=language,
+            name=name, progress=relay(ctx), language=language, roots=state.roots,
         )
     return RunCreated(
         run_id=run.id, root_node_id=root.id, problem=run.problem.name, device=run.device,

@@ -33,8 +33,12 @@ def source(name: str) -> str:
     return (FIXTURES / f"{name}.py").read_text()
 
 
-def make_server(home: Path, backend_factory: BackendFactory | None = None) -> Any:
-    return build_server(Settings(home=home), eval_settings=FAST, backend_factory=backend_factory)
+def make_server(
+    home: Path, backend_factory: BackendFactory | None = None, roots: tuple[Path, ...] = ()
+) -> Any:
+    """A server whose clients may name paths in the test's working folder (the repository: its
+    fixtures) and in ``roots``."""
+    return build_server(Settings(home=home), eval_settings=FAST, backend_factory=backend_factory, roots=roots)
 
 
 def anchored_plan(base: str, body_line: str = "return torch.relu(x) * self.scale") -> str:

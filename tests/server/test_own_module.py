@@ -216,7 +216,7 @@ async def flow(tmp_path_factory: pytest.TempPathFactory) -> Flow:
     base = tmp_path_factory.mktemp("own-module")
     project = base / "proj"
     shutil.copytree(USER_PACKAGE, project)
-    server = make_server(base / "home")
+    server = make_server(base / "home", roots=(project,))
     return await converse(server, project, base / "home")
 
 

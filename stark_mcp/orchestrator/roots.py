@@ -1,0 +1,102 @@
+"""The folders a remote or host client's paths must stay in, and a write that cannot leave them.
+
+The MCP server takes paths from whoever holds its connection (over ``serve --http``, anyone with
+the token), so every path argument resolves inside its roots: the working folder it started in plus
+each ``--root``. A path is resolved first (``..`` and every symlink, parents and the final target)
+and checked after, so ``../../etc/x.py``, ``/etc/x.py`` and a symlink pointing out are all refused.
+Between the check and a write a folder could be swapped for a symlink, so ``write_confined`` opens
+the folder, checks where the open descriptor really is, and creates a temporary file in it with
+``O_NOFOLLOW | O_EXCL`` that a rename relative to that descriptor puts in place.
+
+The CLI takes no ``AllowedRoots``: its user's paths are their own.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from stark_mcp.orchestrator.errors import InvalidInput
+
+
+class PathOutsideRoots(InvalidInput):
+    """A client's path resolves outside the server's allowed roots."""
+
+
+@dataclass(frozen=True)
+class AllowedRoots:
+    """Resolved folders; the first is where relative paths start (the server's working folder)."""
+
+    folders: tuple[Path, ...]
+
+    @classmethod
+    def of(cls, folders: Iterable[str | Path], cwd: Path | None = None) -> AllowedRoots:
+        start = (cwd or Path.cwd()).resolve()
+        resolved = [start]
+        for folder in folders:
+            path = Path(folder).expanduser()
+            path = (path if path.is_absolute() else start / path).resolve()
+            if not path.is_dir():
+                raise InvalidInput(f"root {folder} is not a folder")
+            if path not in resolved:
+                resolved.append(path)
+        return cls(tuple(resolved))
+
+    def describe(self) -> str:
+        return ", ".join(str(f) for f in self.folders)
+
+    def contains(self, path: Path) -> bool:
+        return any(path == root or path.is_relative_to(root) for root in self.folders)
+
+    def resolve(self, given: str | Path, what: str = "path") -> Path:
+        """``given`` with ``..`` and symlinks resolved, relative to the first root; PathOutsideRoots
+        unless the result lies inside a root."""
+        text = str(given)
+        if "\x00" in text:
+            raise InvalidInput(f"{what} contains a NUL character")
+        path = Path(text)
+        if not path.is_absolute():
+            path = self.folders[0] / path
+        resolved = path.resolve()
+        if not self.contains(resolved):
+            raise PathOutsideRoots(
+                f"{what} {text!r} is outside the folders this server may use ({self.describe()}); "
+                "give a path inside one of them, or start the server with --root FOLDER"
+            )
+        return resolved
+
+
+def write_confined(path: Path, text: str, roots: AllowedRoots | None) -> None:
+    """Write ``text`` to ``path`` atomically (a temporary file renamed over it). With ``roots``,
+    ``path`` must be a path ``roots.resolve`` returned: its folder is opened without following a
+    final symlink, checked again through the descriptor, and the file is created and renamed
+    relative to it, so a symlink swapped in after the check cannot redirect the write."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    flags = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_NOFOLLOW", 0)
+    folder = os.open(path.parent, flags)
+    try:
+        if roots is not None:
+            real = Path(os.readlink(f"/proc/self/fd/{folder}")) if Path("/proc/self/fd").is_dir() \
+                else path.parent.resolve()
+            if not roots.contains(real):
+                raise PathOutsideRoots(f"{path} moved outside the folders this server may use")
+        partial = f".{path.name}.{secrets.token_hex(4)}.partial"
+        fd = os.open(
+            partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o644,
+            dir_fd=folder,
+        )
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as handle:
+                handle.write(text)
+            os.replace(partial, path.name, src_dir_fd=folder, dst_dir_fd=folder)
+        except BaseException:
+            try:
+                os.unlink(partial, dir_fd=folder)
+            except OSError:
+                pass
+            raise
+    finally:
+        os.close(folder)
