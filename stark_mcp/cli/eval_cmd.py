@@ -18,6 +18,19 @@ if TYPE_CHECKING:
     from stark_mcp.records import Evaluation, TrustReport
 
 
+# The exit status per verdict, for scripts (docs/running.md): 0 only when the candidate passed; 1 when
+# it ran and is wrong or was refused (wrong_output, rejected); 3 when it did not get as far as a
+# verdict on its outputs (build, load, runtime error, timeout). 2 stays the usage / problem error.
+EXIT_CODES = {
+    "passed": 0, "wrong_output": 1, "rejected": 1,
+    "build_error": 3, "load_error": 3, "runtime_error": 3, "timeout": 3,
+}
+
+
+def exit_code(status: str) -> int:
+    return EXIT_CODES.get(status, 3)
+
+
 def trust_lines(trust: TrustReport) -> list[str]:
     """What the trusted side checked: the isolation level, the calls it verified, both clocks."""
     note = f" ({trust.isolation_note})" if trust.isolation_note else ""
@@ -81,7 +94,8 @@ def eval_command(
         None, "--baselines", help="comma-separated baselines to time (default: all of them)"),
     no_cache: bool = typer.Option(False, "--no-cache", help="re-evaluate even if a result is cached"),
 ) -> None:
-    """Build, check and time CANDIDATE against PROBLEM in isolated processes."""
+    """Build, check and time CANDIDATE against PROBLEM in isolated processes. Exit status: 0 passed,
+    1 wrong_output or rejected, 3 build/load/runtime error or timeout, 2 bad arguments or problem."""
     from stark_mcp.orchestrator.session import evaluate_candidate, parse_eval_settings
 
     settings = settings_of(ctx)
@@ -101,10 +115,11 @@ def eval_command(
                      "(Ctrl-C skips it; the next eval would start it again)")
 
     with user_errors(), display.showing():
-        asyncio.run(evaluate_candidate(
+        evaluation = asyncio.run(evaluate_candidate(
             settings, problem, source, device=device or settings.device, eval_settings=eval_settings,
             use_cache=not no_cache, progress=display.on_phase, on_result=show, waiting=waiting,
         ))
+    raise typer.Exit(exit_code(evaluation.status.value))
 
 
 def register(app: typer.Typer) -> None:
