@@ -32,6 +32,7 @@ from stark_mcp.orchestrator.inputs import (
     resolve_problem,
 )
 from stark_mcp.orchestrator.own_module import CreatedProblem, create_problem
+from stark_mcp.orchestrator.owners import owner_alive, this_process
 from stark_mcp.orchestrator.reads import RunReads
 from stark_mcp.orchestrator.roots import AllowedRoots
 from stark_mcp.problems import Problem, source_hash
@@ -41,6 +42,7 @@ from stark_mcp.records import (
     Evaluation,
     Node,
     ProfileReport,
+    RunOwner,
     RunRecord,
     ShapeResult,
     Status,
@@ -370,10 +372,12 @@ class RunService(RunReads):
         usage: Usage | None = None,
         exchange_ids: Sequence[int] = (),
         progress: Progress | None = None,
+        owner: RunOwner | None = None,
     ) -> Node:
         """Record an attempt under ``parent_id`` with the server's own evaluation of it.
 
-        The run's status follows: ``running`` from its first attempt, ``finished`` at its budget.
+        The run's status follows: ``running`` from its first attempt, ``finished`` at its budget;
+        a run that starts running here is claimed by ``owner`` (default: this process).
         """
         if action not in (Action.PLAN.value, Action.DEBUG.value):
             raise InvalidInput(f"action must be 'plan' or 'debug', got {action!r}")
@@ -401,8 +405,40 @@ class RunService(RunReads):
             self._profile_later(run, node)
         status = "finished" if await self.attempts(run_id) >= run.budget else "running"
         if run.status != status:
-            await self.store.update_run(run_id, status=status)
+            if status == "running":
+                await self.mark_running(run_id, owner)
+            else:
+                await self.store.update_run(run_id, status=status)
         return node
+
+    # ---- who drives a running run (owners.py) ----------------------------------------------
+
+    async def mark_running(self, run_id: str, owner: RunOwner | None = None) -> None:
+        """Claim the run for ``owner`` (default: this process), then mark it running."""
+        await self.store.claim_run(run_id, owner or this_process())
+        await self.store.update_run(run_id, status="running")
+
+    async def interrupt_orphaned_runs(self) -> list[str]:
+        """Mark 'interrupted' every running run whose owner is gone (a process that died, a session
+        of this process that closed) or that nobody claimed (left by an older stark-mcp); a run of a
+        live owner, or of another host's process, is left alone. Returns the runs marked."""
+        marked = []
+        for run_id, owner in await self.store.running_owners():
+            if owner is not None and owner_alive(owner) is not False:
+                continue
+            if await self.store.interrupt_owned(run_id, owner):
+                marked.append(run_id)
+        if marked:
+            log.warning("marked interrupted, their driver gone: %s", ", ".join(marked))
+        return marked
+
+    async def release_session(self, owner: RunOwner) -> list[str]:
+        """A closed session's running runs, marked 'interrupted' (a later claimant keeps its own)."""
+        marked = []
+        for run_id, current in await self.store.running_owners():
+            if current == owner and await self.store.interrupt_owned(run_id, owner):
+                marked.append(run_id)
+        return marked
 
     async def profile_node(
         self, run_id: str, node_id: str, *, progress: Progress | None = None

@@ -8,13 +8,16 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import replace
 from pathlib import Path
 
+import anyio
 from mcp.server.mcpserver import MCPServer
 
 from stark_mcp import __version__
 from stark_mcp.config import Settings
 from stark_mcp.llm import LLMBackend, backend_from_settings
+from stark_mcp.orchestrator.owners import close_session, open_session
 from stark_mcp.orchestrator.roots import AllowedRoots
 from stark_mcp.orchestrator.session import EvalSettings, open_service
 from stark_mcp.server.instructions import INSTRUCTIONS
@@ -61,7 +64,15 @@ def build_server(
     @asynccontextmanager
     async def lifespan(_server: MCPServer[AppState]) -> AsyncIterator[AppState]:
         async with shared.acquire() as state:
-            yield state
+            owner = open_session()
+            try:
+                yield replace(state, owner=owner)
+            finally:
+                # The client hung up (or the server stops): the runs this connection left running
+                # are nobody's now.
+                close_session(owner)
+                with anyio.CancelScope(shield=True):
+                    await state.service.release_session(owner)
 
     server: MCPServer[AppState] = MCPServer(
         SERVER_NAME, instructions=INSTRUCTIONS, version=__version__, lifespan=lifespan,

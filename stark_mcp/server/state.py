@@ -21,6 +21,7 @@ from stark_mcp.config import Settings
 from stark_mcp.llm import LLMBackend
 from stark_mcp.orchestrator.roots import AllowedRoots
 from stark_mcp.orchestrator.run_service import RunService
+from stark_mcp.records import RunOwner
 
 BackendFactory = Callable[[], LLMBackend]
 
@@ -31,6 +32,9 @@ class AppState:
     settings: Settings
     backend_factory: BackendFactory
     roots: AllowedRoots  # where clients' path arguments must resolve
+    # This connection's claim on the runs it makes run (a lifespan is one connection over stdio and
+    # in process; over HTTP one for all sessions, released when the server stops).
+    owner: RunOwner | None = None
 
 
 @dataclass

@@ -196,11 +196,12 @@ async def add_child(
     """Record an attempt as a child of parent_id. The server evaluates the source itself (or reuses
     evaluation_id when it belongs to this run and this exact source); a result can never be supplied.
     Returns the new node_id with its status, runtime and speedups, and the attempts left."""
-    service = app_state(ctx).service
+    state = app_state(ctx)
+    service = state.service
     with tool_errors():
         node = await service.add_child(
             run_id, parent_id, source, plan=plan, action=action, evaluation_id=evaluation_id,
-            progress=relay(ctx),
+            progress=relay(ctx), owner=state.owner,
         )
         left = await service.attempts_left(run_id)
     result = EvaluationResult.of(node.evaluation) if node.evaluation else None
@@ -273,7 +274,9 @@ async def optimize(run_id: RunId, ctx: Context, budget: OptimizeBudget = None) -
         except MissingAPIKey:
             raise ToolError(NO_BACKEND) from None
         await service.get_run(run_id)  # an unknown run fails before any LLM call
-        summary = await run_search(service, run_id, backend, budget=budget, progress=search_relay(ctx))
+        summary = await run_search(
+            service, run_id, backend, budget=budget, progress=search_relay(ctx), owner=state.owner
+        )
         left = await service.attempts_left(run_id)
     return OptimizeResult(
         run_id=run_id, attempts=summary.new_attempts, attempts_left=left, stop_reason=summary.stop_reason,
