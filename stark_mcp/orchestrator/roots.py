@@ -28,12 +28,22 @@ class PathOutsideRoots(InvalidInput):
 
 @dataclass(frozen=True)
 class AllowedRoots:
-    """Resolved folders; the first is where relative paths start (the server's working folder)."""
+    """Resolved folders; the first is where relative paths start (the server's working folder).
+
+    ``problem_sources``: whether a problem may be given as text rather than a file in the roots. The
+    evaluator's trusted worker imports a problem to hold its reference (outside the sandbox: only
+    candidates and baselines run jailed), so problem code from a client would run as the server's
+    user; by default only problem files already inside the roots run, which the server's owner put
+    there (a remote client can write none: ``create_problem`` writes only rendered problems).
+    """
 
     folders: tuple[Path, ...]
+    problem_sources: bool = False
 
     @classmethod
-    def of(cls, folders: Iterable[str | Path], cwd: Path | None = None) -> AllowedRoots:
+    def of(
+        cls, folders: Iterable[str | Path], cwd: Path | None = None, *, problem_sources: bool = False
+    ) -> AllowedRoots:
         start = (cwd or Path.cwd()).resolve()
         resolved = [start]
         for folder in folders:
@@ -43,7 +53,7 @@ class AllowedRoots:
                 raise InvalidInput(f"root {folder} is not a folder")
             if path not in resolved:
                 resolved.append(path)
-        return cls(tuple(resolved))
+        return cls(tuple(resolved), problem_sources)
 
     def describe(self) -> str:
         return ", ".join(str(f) for f in self.folders)

@@ -38,6 +38,7 @@ def build_server(
     eval_settings: EvalSettings | None = None,
     backend_factory: BackendFactory | None = None,
     roots: Sequence[str | Path] = (),
+    problem_sources: bool = False,
 ) -> MCPServer[AppState]:
     """The stark-mcp MCP server.
 
@@ -45,10 +46,12 @@ def build_server(
     and the prompt templates are the ones they name, the evaluator using ``eval_settings``;
     ``backend_factory`` makes the LLM backend for ``optimize`` (default: from the settings).
     Every path a client passes must resolve inside the working folder, as it is now, or one of
-    ``roots`` (``serve --root``); InvalidInput if one of them is not a folder.
+    ``roots`` (``serve --root``); InvalidInput if one of them is not a folder. ``problem_sources``
+    (``serve --allow-problem-source``): accept a problem given as text, whose code then runs
+    outside the sandbox (``AllowedRoots``).
     """
     resolved = settings or Settings.from_env()
-    allowed = AllowedRoots.of(roots)
+    allowed = AllowedRoots.of(roots, problem_sources=problem_sources)
 
     def default_backend() -> LLMBackend:
         return backend_from_settings(resolved)

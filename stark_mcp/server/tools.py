@@ -59,7 +59,8 @@ NodeId = Annotated[str, Field(description="a node id of that run, e.g. n0 (the r
 Source = Annotated[str, Field(description="the complete Python file defining class ModelNew(nn.Module)")]
 ProblemArg = Annotated[
     str, Field(description="path to a problem .py file (or file.jsonl:LEVEL/ID) inside the server's roots "
-               "(relative paths start at its working folder), or the source itself")
+               "(relative paths start at its working folder); the source itself only where the server "
+               "allows problem sources")
 ]
 DeviceArg = Annotated[
     str | None, Field(description="auto, cuda or cpu (default: the server's STARK_DEVICE, else auto)")

@@ -101,6 +101,21 @@ async def test_a_file_that_is_no_problem_is_named_not_quoted(layout: dict[str, P
             assert "root:x" not in text and "not a problem" in text, (spec, text)
 
 
+def side_effect_problem(marker: Path) -> str:
+    """A valid problem whose module-level code writes ``marker``."""
+    return PROBLEM.read_text() + f"\nopen({str(marker)!r}, 'w').write('ran')\n"
+
+
+async def test_problem_code_from_a_client_is_refused_by_default(layout: dict[str, Path]) -> None:
+    marker = layout["work"] / "marker"
+    async with Client(make_server(layout["home"], problem_sources=False)) as client:
+        text = error_text(await client.call_tool(
+            "create_run", {"problem": side_effect_problem(marker), "device": "cpu"}))
+        assert "only from files inside its folders" in text and "--allow-problem-source" in text
+        assert (await client.call_tool("list_runs")).structured_content == {"runs": []}
+    assert not marker.exists()
+
+
 def test_a_write_whose_folder_was_swapped_for_a_symlink_is_refused(tmp_path: Path) -> None:
     work, outside = tmp_path / "work", tmp_path / "outside"
     (work / "dir").mkdir(parents=True), outside.mkdir()
@@ -145,6 +160,9 @@ async def test_over_http_paths_outside_the_roots_are_refused_and_root_options_wi
                 assert "outside the folders this server may use" in text and "root:x" not in text
             args: dict[str, Any] = {**MLP_REQUEST, "project_root": "proj", "out": "../../evil.py"}
             assert "outside" in error_text(await client.call_tool("create_problem", args))
+            marker = layout["work"] / "marker"
+            result = await client.call_tool("create_run", {"problem": side_effect_problem(marker)})
+            assert "--allow-problem-source" in error_text(result) and not marker.exists()
             # Inside a --root the path is let through, to the problem's own checks.
             text = error_text(await client.call_tool("create_run", {"problem": str(extra / "empty.py")}))
             assert "missing Model" in text
