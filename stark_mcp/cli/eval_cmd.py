@@ -31,6 +31,16 @@ def exit_code(status: str) -> int:
     return EXIT_CODES.get(status, 3)
 
 
+def _parses(source: str) -> bool:
+    import ast
+
+    try:
+        ast.parse(source)
+    except (SyntaxError, ValueError):
+        return False
+    return True
+
+
 def trust_lines(trust: TrustReport) -> list[str]:
     """What the trusted side checked: the isolation level, the calls it verified, both clocks."""
     note = f" ({trust.isolation_note})" if trust.isolation_note else ""
@@ -103,8 +113,13 @@ def eval_command(
         eval_settings = parse_eval_settings(baselines)
     try:
         source = candidate.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise fail(f"cannot read candidate {candidate}: {exc}") from None
+    except UnicodeDecodeError:
+        raise fail(f"{candidate}: not a candidate file (a Python file defining class ModelNew)") from None
+    except OSError as exc:
+        raise fail(f"cannot read candidate {candidate}: {exc.strerror or exc}") from None
+    if candidate.resolve().suffix != ".py" and not _parses(source):
+        # Not meant as Python: the verdict would quote the offending line of whatever file it is.
+        raise fail(f"{candidate}: not a candidate file (a Python file defining class ModelNew)")
     display = PhaseDisplay(prefix="eval: ")
 
     def show(evaluation: Evaluation) -> None:

@@ -86,6 +86,9 @@ def test_a_problem_path_that_is_no_problem_is_named_not_quoted(tmp_path) -> None
     done = run_cli(str(secret), str(FIXTURES / "torch_ok.py"), "--device", "cpu", home=tmp_path)
     assert done.returncode == 2 and "not a problem file" in done.stderr
     assert "root:x" not in done.stdout + done.stderr
+    done = run_cli(str(FIXTURES / "relu_sum.py"), str(secret), "--device", "cpu", home=tmp_path)
+    assert done.returncode == 2 and "not a candidate file" in done.stderr
+    assert "root:x" not in done.stdout + done.stderr
 
 
 @pytest.mark.parametrize("args,needle", [
