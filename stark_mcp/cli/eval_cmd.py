@@ -32,10 +32,10 @@ def exit_code(status: str) -> int:
 
 
 def _parses(source: str) -> bool:
-    import ast
+    from stark_mcp.python_ast import parse
 
     try:
-        ast.parse(source)
+        parse(source)
     except (SyntaxError, ValueError):
         return False
     return True
