@@ -33,7 +33,7 @@ from stark_mcp.server.outputs import (
     finite,
 )
 from stark_mcp.server.progress_relay import relay, search_relay
-from stark_mcp.server.state import app_state
+from stark_mcp.server.state import app_state, run_owner
 
 
 def _hints(*, read_only: bool, idempotent: bool, open_world: bool = False) -> ToolAnnotations:
@@ -202,7 +202,7 @@ async def add_child(
     with tool_errors():
         node = await service.add_child(
             run_id, parent_id, source, plan=plan, action=action, evaluation_id=evaluation_id,
-            progress=relay(ctx), owner=state.owner,
+            progress=relay(ctx), owner=run_owner(ctx),
         )
         left = await service.attempts_left(run_id)
     result = EvaluationResult.of(node.evaluation) if node.evaluation else None
@@ -276,7 +276,7 @@ async def optimize(run_id: RunId, ctx: Context, budget: OptimizeBudget = None) -
             raise ToolError(NO_BACKEND) from None
         await service.get_run(run_id)  # an unknown run fails before any LLM call
         summary = await run_search(
-            service, run_id, backend, budget=budget, progress=search_relay(ctx), owner=state.owner
+            service, run_id, backend, budget=budget, progress=search_relay(ctx), owner=run_owner(ctx)
         )
         left = await service.attempts_left(run_id)
     return OptimizeResult(

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
 
 from stark_mcp.orchestrator.owners import process_started, this_process
 from stark_mcp.problems import problem_from_source
@@ -18,6 +19,7 @@ from stark_mcp.records import Evaluation, RunOwner, Status, TimingStats
 from stark_mcp.store import Store
 
 from .support import PROBLEM, make_server, ok, source
+from .test_roots import http_server
 
 pytestmark = pytest.mark.anyio
 
@@ -93,3 +95,28 @@ async def test_a_run_driven_by_a_client_that_hung_up_is_interrupted(tmp_path: Pa
         # Driving it again makes it running again, this session's now.
         ok(await second.call_tool("add_child", {**child, "source": source("cand_where")}))
         assert (await statuses(second))[run_id] == "running"
+
+
+@pytest.mark.slow  # a server process, evaluates
+async def test_over_http_a_session_that_ends_leaves_its_runs_interrupted(tmp_path: Path) -> None:
+    # Stateful sessions are the handshake era's; per-request clients have none to end (docs/mcp.md).
+    port, process = http_server(tmp_path, tmp_path / "home", PROBLEM.parent)
+    url = f"http://127.0.0.1:{port}/mcp"
+    try:
+        async with Client(streamable_http_client(url), mode="legacy") as first:
+            spec = {"problem": str(PROBLEM), "budget": 3, "device": "cpu"}
+            run_id = ok(await first.call_tool("create_run", spec))["run_id"]
+            child = {"run_id": run_id, "parent_id": "n0", "source": source("cand_clamp")}
+            ok(await first.call_tool("add_child", child))
+            async with Client(streamable_http_client(url), mode="legacy") as watcher:
+                assert (await statuses(watcher))[run_id] == "running"
+        # The first client's exit ended its session (DELETE); the server released its run.
+        async with Client(streamable_http_client(url), mode="legacy") as second:
+            for _ in range(50):
+                if (await statuses(second))[run_id] == "interrupted":
+                    break
+                await asyncio.sleep(0.1)
+            assert (await statuses(second))[run_id] == "interrupted"
+    finally:
+        process.terminate()
+        process.wait(timeout=20)
