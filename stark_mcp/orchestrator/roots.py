@@ -4,15 +4,17 @@ The MCP server takes paths from whoever holds its connection (over ``serve --htt
 the token), so every path argument resolves inside its roots: the working folder it started in plus
 each ``--root``. A path is resolved first (``..`` and every symlink, parents and the final target)
 and checked after, so ``../../etc/x.py``, ``/etc/x.py`` and a symlink pointing out are all refused.
-Between the check and a write a folder could be swapped for a symlink, so ``write_confined`` opens
-the folder, checks where the open descriptor really is, and creates a temporary file in it with
-``O_NOFOLLOW | O_EXCL`` that a rename relative to that descriptor puts in place.
+Between the check and a write a folder could be swapped for a symlink, so ``write_confined`` walks
+down from the root to the folder without following any symlink (openat-style, one descriptor per
+component) and creates a temporary file in it with ``O_NOFOLLOW | O_EXCL`` that a rename relative
+to that descriptor puts in place.
 
 The CLI takes no ``AllowedRoots``: its user's paths are their own.
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import secrets
 from collections.abc import Iterable
@@ -79,20 +81,47 @@ class AllowedRoots:
         return resolved
 
 
+_FOLDER = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_NOFOLLOW", 0)
+
+
+def _open_folder(folder: Path, roots: AllowedRoots | None) -> int:
+    """A descriptor of ``folder``, made if missing. With ``roots`` it is walked down from the root
+    holding it one component at a time (mkdir and open relative to the parent's descriptor, never
+    following a symlink), so a folder swapped for a symlink after the check is refused."""
+    if roots is None:
+        folder.mkdir(parents=True, exist_ok=True)
+        return os.open(folder, _FOLDER)
+    root = next((r for r in roots.folders if folder == r or folder.is_relative_to(r)), None)
+    if root is None:
+        raise PathOutsideRoots(f"{folder} is outside the folders this server may use ({roots.describe()})")
+    fd = os.open(root, _FOLDER)
+    try:
+        for part in folder.relative_to(root).parts:
+            try:
+                os.mkdir(part, 0o755, dir_fd=fd)
+            except FileExistsError:
+                pass
+            child = os.open(part, _FOLDER, dir_fd=fd)
+            os.close(fd)
+            fd = child
+    except OSError as exc:
+        os.close(fd)
+        # O_NOFOLLOW | O_DIRECTORY on a symlink: ELOOP or ENOTDIR, by the kernel's path.
+        if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+            raise PathOutsideRoots(
+                f"{folder} leads through a symlink or a file; give a folder path without one"
+            ) from None
+        raise
+    return fd
+
+
 def write_confined(path: Path, text: str, roots: AllowedRoots | None) -> None:
     """Write ``text`` to ``path`` atomically (a temporary file renamed over it). With ``roots``,
-    ``path`` must be a path ``roots.resolve`` returned: its folder is opened without following a
-    final symlink, checked again through the descriptor, and the file is created and renamed
-    relative to it, so a symlink swapped in after the check cannot redirect the write."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    flags = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_NOFOLLOW", 0)
-    folder = os.open(path.parent, flags)
+    ``path`` must be a path ``roots.resolve`` returned: its folder is reached from its root without
+    following any symlink, and the file is created (``O_EXCL | O_NOFOLLOW``) and renamed relative
+    to that folder's descriptor, so a symlink swapped in after the check cannot redirect the write."""
+    folder = _open_folder(path.parent, roots)
     try:
-        if roots is not None:
-            real = Path(os.readlink(f"/proc/self/fd/{folder}")) if Path("/proc/self/fd").is_dir() \
-                else path.parent.resolve()
-            if not roots.contains(real):
-                raise PathOutsideRoots(f"{path} moved outside the folders this server may use")
         partial = f".{path.name}.{secrets.token_hex(4)}.partial"
         fd = os.open(
             partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o644,

@@ -123,13 +123,24 @@ def test_a_write_whose_folder_was_swapped_for_a_symlink_is_refused(tmp_path: Pat
     target = roots.resolve("dir/p.py")
     (work / "dir").rmdir()
     (work / "dir").symlink_to(outside, target_is_directory=True)  # swapped in after the check
-    with pytest.raises((PathOutsideRoots, OSError)):
+    with pytest.raises(PathOutsideRoots):
         write_confined(target, "x = 1\n", roots)
     assert list(outside.iterdir()) == []
+    # A parent higher up swapped, with the rest of the path made under the symlink's target.
+    (work / "a" / "b").mkdir(parents=True)
+    deep = roots.resolve("a/b/c/p.py")
+    shutil.rmtree(work / "a")
+    (work / "a").symlink_to(outside, target_is_directory=True)
+    (outside / "b").mkdir()
+    with pytest.raises(PathOutsideRoots):
+        write_confined(deep, "x = 1\n", roots)
+    assert list((outside / "b").iterdir()) == []
     real = work / "real"
     real.mkdir()
     write_confined(roots.resolve("real/p.py"), "x = 1\n", roots)
     assert (real / "p.py").read_text() == "x = 1\n" and [p.name for p in real.iterdir()] == ["p.py"]
+    write_confined(roots.resolve("new/deeper/p.py"), "y = 2\n", roots)
+    assert (work / "new" / "deeper" / "p.py").read_text() == "y = 2\n"
 
 
 def http_server(cwd: Path, home: Path, *roots: Path) -> tuple[int, subprocess.Popen[str]]:
