@@ -286,6 +286,18 @@ class Node(BaseModel):
 
 RunStatus = Literal["created", "running", "finished", "interrupted", "failed"]
 
+
+class RunOwner(BaseModel):
+    """Who drives a 'running' run: a process (its pid and start time, on its host) and, in a
+    server, the MCP session; a run whose owner is gone is marked 'interrupted'."""
+
+    model_config = ConfigDict(frozen=True)
+
+    pid: int
+    started: str = Field(description="the process's start time, in clock ticks since boot (Linux)")
+    host: str
+    session: str = Field(description="'process', or an MCP session's own id")
+
 # What a run's candidates write their kernels in: CUDA C++ and Triton on a GPU, C++ on the CPU.
 KernelLanguage = Literal["cuda", "triton", "cpp"]
 LANGUAGES: tuple[str, ...] = ("cuda", "triton", "cpp")

@@ -57,4 +57,17 @@ def test_readme_main_command_runs_the_offline_search(tmp_path: Path) -> None:
                                    "CPATH": os.pathsep.join(headers)},
                               capture_output=True, text=True, timeout=300)
     assert exported.returncode == 0, exported.stderr[-3000:]
-    assert "relative error vs reference" in exported.stdout
+    assert "relative error vs reference" in exported.stdout and "FAILED" not in exported.stdout
+    # The same kernel made wrong (its outputs half again too large) must fail loudly, not exit 0.
+    marker = "# ---- self-check added by `stark-mcp export`"
+    text = (out / "best_kernel.py").read_text()
+    assert marker in text
+    wrong = tmp_path / "wrong_kernel.py"
+    made_wrong_by = "_right = ModelNew.forward\nModelNew.forward = lambda self, *a: _right(self, *a) * 1.5\n"
+    wrong.write_text(text.replace(marker, made_wrong_by + marker))
+    made_wrong = subprocess.run([sys.executable, str(wrong)], cwd=tmp_path,
+                                env={**env, "TORCH_EXTENSIONS_DIR": str(tmp_path / "ext"),
+                                     "CPATH": os.pathsep.join(headers)},
+                                capture_output=True, text=True, timeout=300)
+    assert made_wrong.returncode == 1, made_wrong.stdout + made_wrong.stderr[-3000:]
+    assert "FAILED" in made_wrong.stdout

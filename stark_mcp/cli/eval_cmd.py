@@ -18,6 +18,29 @@ if TYPE_CHECKING:
     from stark_mcp.records import Evaluation, ProfileReport, TrustReport
 
 
+# The exit status per verdict, for scripts (docs/running.md): 0 only when the candidate passed; 1 when
+# it ran and is wrong or was refused (wrong_output, rejected); 3 when it did not get as far as a
+# verdict on its outputs (build, load, runtime error, timeout). 2 stays the usage / problem error.
+EXIT_CODES = {
+    "passed": 0, "wrong_output": 1, "rejected": 1,
+    "build_error": 3, "load_error": 3, "runtime_error": 3, "timeout": 3,
+}
+
+
+def exit_code(status: str) -> int:
+    return EXIT_CODES.get(status, 3)
+
+
+def _parses(source: str) -> bool:
+    from stark_mcp.python_ast import parse
+
+    try:
+        parse(source)
+    except (SyntaxError, ValueError):
+        return False
+    return True
+
+
 def trust_lines(trust: TrustReport) -> list[str]:
     """What the trusted side checked: the isolation level, the calls it verified, both clocks."""
     note = f" ({trust.isolation_note})" if trust.isolation_note else ""
@@ -91,7 +114,8 @@ def eval_command(
     profile: bool = typer.Option(
         False, "--profile", help="GPU: profile a passing candidate's kernels after printing the verdict"),
 ) -> None:
-    """Build, check and time CANDIDATE against PROBLEM in isolated processes."""
+    """Build, check and time CANDIDATE against PROBLEM in isolated processes. Exit status: 0 passed,
+    1 wrong_output or rejected, 3 build/load/runtime error or timeout, 2 bad arguments or problem."""
     from stark_mcp.orchestrator.session import evaluate_candidate, parse_eval_settings
 
     settings = settings_of(ctx)
@@ -99,8 +123,13 @@ def eval_command(
         eval_settings = parse_eval_settings(baselines)
     try:
         source = candidate.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise fail(f"cannot read candidate {candidate}: {exc}") from None
+    except UnicodeDecodeError:
+        raise fail(f"{candidate}: not a candidate file (a Python file defining class ModelNew)") from None
+    except OSError as exc:
+        raise fail(f"cannot read candidate {candidate}: {exc.strerror or exc}") from None
+    if candidate.resolve().suffix != ".py" and not _parses(source):
+        # Not meant as Python: the verdict would quote the offending line of whatever file it is.
+        raise fail(f"{candidate}: not a candidate file (a Python file defining class ModelNew)")
     display = PhaseDisplay(prefix="eval: ")
 
     def show(evaluation: Evaluation) -> None:
@@ -115,11 +144,12 @@ def eval_command(
                      "(Ctrl-C skips it; the next eval would start it again)")
 
     with user_errors(), display.showing():
-        asyncio.run(evaluate_candidate(
+        evaluation = asyncio.run(evaluate_candidate(
             settings, problem, source, device=device or settings.device, eval_settings=eval_settings,
             use_cache=not no_cache, progress=display.on_phase, on_result=show, waiting=waiting,
             wait_for_baselines=baselines is not None, profile=profile, on_profile=show_profile,
         ))
+    raise typer.Exit(exit_code(evaluation.status.value))
 
 
 def register(app: typer.Typer) -> None:

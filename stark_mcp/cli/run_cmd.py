@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import typer
 
@@ -35,6 +35,8 @@ if TYPE_CHECKING:
 
 DEFAULT_BUDGET = 30
 INTERRUPTED_EXIT = 130
+# The run's config key holding how ``run`` was asked to drive it, for ``--resume`` to repeat.
+RUNNER_CONFIG = "runner"
 
 
 class SearchDisplay(PhaseDisplay):
@@ -70,6 +72,41 @@ class RunRequest:
     limits: Limits
     eval_settings: EvalSettings
     language: str | None = None
+    runner_config: dict[str, Any] | None = None
+
+
+def runner_config(
+    backend_spec: str | None, model: str | None, out: Path | None, max_cost: float | None,
+    max_wall: float | None, parallel: int | None,
+) -> dict[str, Any]:
+    """What a new run's ``--resume`` must repeat: the backend (a scripted file by its absolute path),
+    the model, the output folder (the default one by the folder it was started in), the limits
+    and the parallelism."""
+    spec = backend_spec.strip() if backend_spec else None
+    if spec and spec.startswith("scripted:") and spec != "scripted:":
+        spec = "scripted:" + str(Path(spec.removeprefix("scripted:")).expanduser().resolve())
+    return {
+        "backend": spec, "model": model, "out": str(out.resolve()) if out else None,
+        "cwd": str(Path.cwd().resolve()), "max_cost_usd": max_cost, "max_wall_s": max_wall,
+        "parallel": parallel,
+    }
+
+
+def resumed_out(stored: dict[str, Any], run_id: str) -> Path:
+    """A resumed run's output folder: the one it was given, else ``stark-out/RUN_ID`` of the folder
+    it was started in."""
+    if stored.get("out"):
+        return Path(stored["out"])
+    return Path(stored.get("cwd") or ".") / "stark-out" / run_id
+
+
+async def _stored_runner_config(settings: Settings, run_id: str) -> dict[str, Any]:
+    from stark_mcp.orchestrator.session import open_reads
+
+    async with open_reads(settings) as reads:
+        run = await reads.get_run(run_id)
+    stored = run.config.get(RUNNER_CONFIG)
+    return stored if isinstance(stored, dict) else {}
 
 
 def run_command(
@@ -83,8 +120,11 @@ def run_command(
         None, "--strategy", help="stark, sampling, reflexion, search_only or ma_only (default stark)"),
     model: str | None = typer.Option(None, "--model", help="model for every role (default STARK_MODEL)"),
     device: str | None = typer.Option(None, "--device", help=DEVICE_HELP, callback=check_device),
-    parallel: int = typer.Option(1, "--parallel", min=1, help="expansions in flight at once"),
-    resume: str | None = typer.Option(None, "--resume", help="continue the run with this id"),
+    parallel: int | None = typer.Option(
+        None, "--parallel", min=1, help="expansions in flight at once (default 1; --resume: the run's)"),
+    resume: str | None = typer.Option(
+        None, "--resume", help="continue the run with this id, with the backend, model, output folder, "
+        "limits and parallelism it was started with unless given again"),
     out: Path | None = typer.Option(None, "--out", help="output folder (default ./stark-out/RUN_ID)"),
     seed: int | None = typer.Option(None, "--seed", help="search seed (default random)"),
     max_cost: float | None = typer.Option(
@@ -123,6 +163,16 @@ def run_command(
         chosen_device = device or settings.device
         with user_errors():  # the device check needs the device resolved: 'auto' waits for create_run
             check_language(language, chosen_device if chosen_device != "auto" else "cuda")
+    stored: dict[str, Any] = {}
+    if resume is not None:
+        with user_errors():
+            stored = asyncio.run(_stored_runner_config(settings, resume))
+        backend_spec = backend_spec or stored.get("backend")
+        model = model or stored.get("model")
+        out = out or resumed_out(stored, resume)
+        max_cost = max_cost if max_cost is not None else stored.get("max_cost_usd")
+        max_wall = max_wall if max_wall is not None else stored.get("max_wall_s")
+        parallel = parallel or stored.get("parallel")
     with user_errors():
         eval_settings = parse_eval_settings(baselines, eval_overrides)
         limits = Limits(max_cost_usd=max_cost, max_wall_s=max_wall, stop_at_sol=stop_at_sol)
@@ -132,9 +182,13 @@ def run_command(
         backend = backend_from_settings(settings, backend_spec, model=model)
     request = RunRequest(
         problem=problem, budget=budget, strategy=strategy, device=device or settings.device,
-        parallel=parallel,
+        parallel=parallel or 1,
         resume=resume, out=out, seed=seed, limits=limits, eval_settings=eval_settings, language=language,
     )
+    if resume is None:
+        request.runner_config = runner_config(
+            backend_spec or settings.llm, model, out, max_cost, max_wall, parallel
+        )
     display = SearchDisplay()
     try:
         with user_errors(), display.showing():
@@ -190,6 +244,7 @@ async def _run(
                 req.problem, device=req.device, policy=chosen.policy, budget=req.budget or DEFAULT_BUDGET,
                 seed=req.seed, strategy=chosen.name, eval_settings=req.eval_settings,
                 progress=display.on_phase, language=req.language,
+                config={RUNNER_CONFIG: req.runner_config or {}},
             )
             session_budget = None
         display.run_id = run.id

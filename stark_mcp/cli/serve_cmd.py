@@ -29,6 +29,13 @@ def serve_command(
     gpus: str | None = typer.Option(None, "--gpus", help=GPUS_HELP),
     executor: str | None = typer.Option(None, "--executor", help=EXECUTOR_HELP),
     ray_address: str | None = typer.Option(None, "--ray-address", help=RAY_ADDRESS_HELP),
+    roots: list[str] = typer.Option(
+        [], "--root", help="A folder clients' paths may name, besides the working folder (repeatable).",
+    ),
+    problem_sources: bool = typer.Option(
+        False, "--allow-problem-source", help="Accept a problem given as text in create_run: its code "
+        "runs as this user, outside the sandbox (default: only problem files inside the roots).",
+    ),
 ) -> None:
     """Run the MCP server. Hosts launch it over stdio: `stark-mcp serve`."""
     # Imported here so that other subcommands never load the MCP SDK.
@@ -39,7 +46,9 @@ def serve_command(
     settings = scaled(settings_of(ctx), gpus, executor, ray_address)
     with user_errors():
         eval_settings = parse_eval_settings(baselines) if baselines is not None else None
-    server = build_server(settings, eval_settings=eval_settings)
+        server = build_server(
+            settings, eval_settings=eval_settings, roots=roots, problem_sources=problem_sources
+        )
     if not http:
         serve_stdio(server)
         return

@@ -63,6 +63,7 @@ def export_kernel(run: RunRecord, node: Node) -> ExportedKernel:
     conditions = {
         "device": run.device, "cpu_threads": settings.cpu_threads, "calls": settings.min_calls,
         "warmup_s": settings.warmup_s,
+        "tolerance": evaluation.correctness.tolerance if evaluation.correctness else None,
     }
     shapes = {s.label: {k: v for k, v in s.speedups.items() if math.isfinite(v)} for s in evaluation.shapes}
     if len(shapes) > 1:

@@ -9,7 +9,8 @@ from __future__ import annotations
 from stark_mcp.evaluator import check_candidate
 from stark_mcp.evaluator.static_checks import kernel_languages
 from stark_mcp.orchestrator.errors import InvalidInput
-from stark_mcp.problems import Problem, ProblemError, load_problem, problem_from_source
+from stark_mcp.orchestrator.roots import AllowedRoots
+from stark_mcp.problems import Problem, ProblemError, load_problem, problem_from_source, spec_path
 from stark_mcp.records import LANGUAGES, KernelLanguage, default_language
 
 MAX_SOURCE_BYTES = 512 * 1024
@@ -92,14 +93,30 @@ def check_role(role: str) -> str:
     return role
 
 
-def resolve_problem(problem: str, name: str | None = None) -> Problem:
-    """``problem`` is a path or spec that ``load_problem`` accepts, or the problem source itself."""
+def resolve_problem(problem: str, name: str | None = None, roots: AllowedRoots | None = None) -> Problem:
+    """``problem`` is a path or spec that ``load_problem`` accepts, or the problem source itself.
+
+    With ``roots`` the spec's path must resolve inside them, and so must the file it names (a
+    checkout's problem may be a symlink), before anything of it is shown; and problem text is
+    refused unless ``roots.problem_sources`` (see ``AllowedRoots``).
+    """
     if not problem.strip():
         raise ProblemError("problem is empty: pass a path to a problem file or the problem source")
     looks_like_source = "\n" in problem or "class Model" in problem
     if not looks_like_source:
-        loaded = load_problem(problem)
+        if roots is not None:
+            path_part, selector = spec_path(problem)
+            resolved = roots.resolve(path_part, "problem")
+            problem = f"{resolved}:{selector}" if selector else str(resolved)
+        loaded = load_problem(problem, inside=roots.contains if roots is not None else None)
         return loaded.model_copy(update={"name": name}) if name else loaded
+    if roots is not None and not roots.problem_sources:
+        raise InvalidInput(
+            "this server runs problems only from files inside its folders "
+            f"({roots.describe()}): a problem's code runs in the evaluator's trusted process, outside "
+            "the sandbox. Save the problem as a .py file there and pass its path (or start the server "
+            "with --allow-problem-source to accept problem code from clients)"
+        )
     if len(problem.encode("utf-8")) > MAX_SOURCE_BYTES:
         raise InvalidInput(f"problem source is larger than {MAX_SOURCE_BYTES} bytes")
     return problem_from_source(problem, name=name or "problem")

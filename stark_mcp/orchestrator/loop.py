@@ -23,7 +23,7 @@ from stark_mcp.orchestrator.limits import Limits, StopReason, limit_reached, sol
 from stark_mcp.orchestrator.run_service import RunService
 from stark_mcp.orchestrator.strategies import DEFAULT_STRATEGY, STRATEGIES, Strategy, get_strategy
 from stark_mcp.orchestrator.summary import eager_speedup, summarize_run
-from stark_mcp.records import ExchangeRecord, Node, RunRecord, Usage
+from stark_mcp.records import ExchangeRecord, Node, RunOwner, RunRecord, Usage
 from stark_mcp.tree import PolicyConfig, Selection, Tree, leaderboard, select, step_rng
 
 # Extra draws when a selection would duplicate work already in flight (parallel runs only).
@@ -60,8 +60,10 @@ async def run_search(
     parallel: int = 1,
     limits: Limits | None = None,
     progress: SearchProgress | None = None,
+    owner: RunOwner | None = None,
 ) -> SearchSummary:
-    """Expand the run's tree until its budget or a limit is reached.
+    """Expand the run's tree until its budget or a limit is reached (the run claimed by ``owner``,
+    default this process, while it runs).
 
     ``budget``: attempts this call may record (default: all the run's budget has left).
     ``strategy``: default the run's own (``stark`` for runs created over MCP).
@@ -74,6 +76,7 @@ async def run_search(
         raise InvalidInput(f"budget must be at least 1, got {budget}")
     run = await service.get_run(run_id)
     search = _Search(service, run, strategy_for(run, strategy), backend, limits or Limits(), progress)
+    search.owner = owner
     return await search.run(budget, parallel)
 
 
@@ -88,6 +91,7 @@ class _Search:
         self.backend = backend
         self.limits = limits
         self.progress = progress
+        self.owner: RunOwner | None = None
         self.config = PolicyConfig(**run.policy)
         self.cond = asyncio.Condition()
         self.in_flight: dict[int, Selection | None] = {}
@@ -120,7 +124,7 @@ class _Search:
         self.best = top[0] if top else None
         self._check_sol()  # a resumed run already at its stop rule makes no attempt
         self.usage = await self.service.usage(run_id)
-        await self.service.store.update_run(run_id, status="running")
+        await self.service.mark_running(run_id, self.owner)
         await self._emit("started", message=f"{self.strategy.name}: {self.strategy.description}")
         try:
             async with asyncio.TaskGroup() as group:

@@ -7,13 +7,13 @@ when any step fails, and an existing different file is never replaced unless ask
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any, Protocol
 
 from pydantic import BaseModel, Field, ValidationError
 
 from stark_mcp.agents.templates import fill
+from stark_mcp.orchestrator.roots import AllowedRoots, write_confined
 from stark_mcp.problems import Problem, problem_from_source
 from stark_mcp.progress import Progress
 from stark_mcp.usercode.errors import SpecError
@@ -64,10 +64,19 @@ async def create_problem(
     device: str = "auto",
     cwd: Path | None = None,
     progress: Progress | None = None,
+    roots: AllowedRoots | None = None,
 ) -> CreatedProblem:
-    """Make, check and write the problem file; ``checker`` None skips the check run."""
+    """Make, check and write the problem file; ``checker`` None skips the check run.
+
+    ``roots`` (a server's): every path of the request (project root, import roots, captures, out)
+    must resolve inside them, and the file is written so that it cannot land elsewhere. The probe
+    then imports only code found inside the roots (or installed in the server's environment).
+    """
     report = progress or _quiet
     total = 3.0 if checker is not None else 2.0
+    if roots is not None:
+        request = _confined(request, roots)
+        cwd = roots.folders[0]
     root = _project_root(request.project_root, cwd)
     captures = [str(_under(root, p)) for p in request.captures]
     await report(0, total, f"importing {request.target or 'the captured target'}")
@@ -76,6 +85,8 @@ async def create_problem(
     plan = plan_problem(request, info)
     source = render_problem(plan)
     out = _under(root, request.out) if request.out else root / PROBLEMS_FOLDER / f"{plan.name}.py"
+    if roots is not None:
+        out = roots.resolve(out, "out")
     problem = problem_from_source(source, name=plan.name, origin=str(out))
     _refuse_overwrite(out, source, request.overwrite)
     await report(1, total, f"rendered {plan.name} from {info.target.spec}")
@@ -84,10 +95,10 @@ async def create_problem(
         checked_on = await checker.resolve_device(device)
         await report(2, total, f"running {plan.name} once on {checked_on}")
         await checker.check_problem(problem, device=checked_on)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    partial = out.with_name(out.name + ".partial")
-    partial.write_text(source, encoding="utf-8")
-    os.replace(partial, out)
+    try:
+        write_confined(out, source, roots)
+    except OSError as exc:
+        raise SpecError(f"cannot write {out}: {exc.strerror or exc}") from None
     await report(total, total, f"wrote {out}")
     return CreatedProblem(
         path=str(out),
@@ -108,6 +119,18 @@ def optimize_module_prompt(request: str, project_root: str = "") -> str:
     return fill(
         "optimize_module.md", request=request.strip() or "(ask the user what to speed up)", project_root=root
     )
+
+
+def _confined(request: ProblemRequest, roots: AllowedRoots) -> ProblemRequest:
+    """The request with its folders and captures resolved inside ``roots`` (relative ones from the
+    first root), or PathOutsideRoots; ``out`` is resolved once its folder is known."""
+    given = request.project_root
+    project = roots.resolve(given, "project_root") if given else roots.folders[0]
+    return request.model_copy(update={
+        "project_root": str(project),
+        "import_roots": [str(roots.resolve(p, "import root")) for p in request.import_roots],
+        "captures": [str(roots.resolve(_under(project, p), "capture")) for p in request.captures],
+    })
 
 
 def _project_root(given: str | None, cwd: Path | None) -> Path:

@@ -33,7 +33,9 @@ from stark_mcp.orchestrator.inputs import (
     resolve_problem,
 )
 from stark_mcp.orchestrator.own_module import CreatedProblem, create_problem
+from stark_mcp.orchestrator.owners import owner_alive, this_process
 from stark_mcp.orchestrator.reads import RunReads
+from stark_mcp.orchestrator.roots import AllowedRoots
 from stark_mcp.problems import Problem, source_hash
 from stark_mcp.progress import Progress
 from stark_mcp.records import (
@@ -41,6 +43,7 @@ from stark_mcp.records import (
     Evaluation,
     Node,
     ProfileReport,
+    RunOwner,
     RunRecord,
     ShapeResult,
     Status,
@@ -123,18 +126,20 @@ class RunService(RunReads):
         progress: Progress | None = None,
         language: str | None = None,
         wait_for_baselines: bool = False,
+        roots: AllowedRoots | None = None,
     ) -> tuple[RunRecord, Node]:
         """Check the problem, time its eager baseline and record the run with its root node.
 
         The other baselines (torch.compile) are timed in the background (``pending_baselines``)
         and fill in every node's speedups when they arrive; ``wait_for_baselines`` times them
         here instead. ``language`` (cuda, triton or cpp) defaults to C++ on the CPU, CUDA on a
-        GPU. Progress runs on one scale: the check, the eager baseline, the record.
+        GPU. Progress runs on one scale: the check, the eager baseline, the record. ``roots`` (a
+        server's) confine a problem given by path (``roots.py``).
         """
         if not 1 <= budget <= MAX_BUDGET:
             raise InvalidInput(f"budget must be between 1 and {MAX_BUDGET}, got {budget}")
         policy_config = _policy_config(policy)
-        loaded = problem if isinstance(problem, Problem) else resolve_problem(problem, name)
+        loaded = problem if isinstance(problem, Problem) else resolve_problem(problem, name, roots)
         resolved_device = await self.evaluator.resolve_device(device)
         run_language = check_language(language, resolved_device)
         settings = eval_settings or self.evaluator.settings
@@ -184,11 +189,12 @@ class RunService(RunReads):
 
     async def create_problem(
         self, request: ProblemRequest, *, device: str = "auto", check: bool = True,
-        progress: Progress | None = None,
+        progress: Progress | None = None, roots: AllowedRoots | None = None,
     ) -> CreatedProblem:
-        """A problem file from the user's own module (see ``own_module``), run once by this evaluator."""
+        """A problem file from the user's own module (see ``own_module``), run once by this evaluator;
+        ``roots`` (a server's) confine every path of the request and the write."""
         checker = self.evaluator if check else None
-        return await create_problem(request, checker, device=device, progress=progress)
+        return await create_problem(request, checker, device=device, progress=progress, roots=roots)
 
     async def settle_baselines(self, run_id: str) -> RunRecord:
         """Wait until the run's pending baselines are timed (or given up) and filled in."""
@@ -411,10 +417,12 @@ class RunService(RunReads):
         usage: Usage | None = None,
         exchange_ids: Sequence[int] = (),
         progress: Progress | None = None,
+        owner: RunOwner | None = None,
     ) -> Node:
         """Record an attempt under ``parent_id`` with the server's own evaluation of it.
 
-        The run's status follows: ``running`` from its first attempt, ``finished`` at its budget.
+        The run's status follows: ``running`` from its first attempt, ``finished`` at its budget;
+        a run that starts running here is claimed by ``owner`` (default: this process).
         """
         if action not in (Action.PLAN.value, Action.DEBUG.value):
             raise InvalidInput(f"action must be 'plan' or 'debug', got {action!r}")
@@ -442,8 +450,40 @@ class RunService(RunReads):
             self._profile_later(run, node)
         status = "finished" if await self.attempts(run_id) >= run.budget else "running"
         if run.status != status:
-            await self.store.update_run(run_id, status=status)
+            if status == "running":
+                await self.mark_running(run_id, owner)
+            else:
+                await self.store.update_run(run_id, status=status)
         return node
+
+    # ---- who drives a running run (owners.py) ----------------------------------------------
+
+    async def mark_running(self, run_id: str, owner: RunOwner | None = None) -> None:
+        """Claim the run for ``owner`` (default: this process), then mark it running."""
+        await self.store.claim_run(run_id, owner or this_process())
+        await self.store.update_run(run_id, status="running")
+
+    async def interrupt_orphaned_runs(self) -> list[str]:
+        """Mark 'interrupted' every running run whose owner is gone (a process that died, a session
+        of this process that closed) or that nobody claimed (left by an older stark-mcp); a run of a
+        live owner, or of another host's process, is left alone. Returns the runs marked."""
+        marked = []
+        for run_id, owner in await self.store.running_owners():
+            if owner is not None and owner_alive(owner) is not False:
+                continue
+            if await self.store.interrupt_owned(run_id, owner):
+                marked.append(run_id)
+        if marked:
+            log.warning("marked interrupted, their driver gone: %s", ", ".join(marked))
+        return marked
+
+    async def release_session(self, owner: RunOwner) -> list[str]:
+        """A closed session's running runs, marked 'interrupted' (a later claimant keeps its own)."""
+        marked = []
+        for run_id, current in await self.store.running_owners():
+            if current == owner and await self.store.interrupt_owned(run_id, owner):
+                marked.append(run_id)
+        return marked
 
     async def profile_node(
         self, run_id: str, node_id: str, *, progress: Progress | None = None

@@ -102,6 +102,7 @@ async def open_service(
         open_evaluator(settings, eval_settings) as evaluator,
     ):
         service = RunService(store, evaluator, templates)
+        await service.interrupt_orphaned_runs()  # runs left 'running' by a process that is gone
         try:
             yield service
         finally:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import ast
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from stark_mcp import python_ast
@@ -44,11 +44,21 @@ def top_level_names(tree: ast.Module) -> set[str]:
     return names
 
 
-def check_source(source: str, label: str) -> None:
-    """Raise ProblemError unless ``source`` parses and defines the required names."""
+NOT_A_PROBLEM = (
+    "not a problem file: a problem is a Python (.py) file defining class Model(nn.Module), "
+    "get_inputs() and get_init_inputs()"
+)
+
+
+def check_source(source: str, label: str, quote: bool = True) -> None:
+    """Raise ProblemError unless ``source`` parses and defines the required names. ``quote``: the
+    source is meant to be Python (given as text, or a .py file), so a syntax error may show its
+    line; otherwise (any other file) nothing of the text is shown, only that it is no problem."""
     try:
         tree = python_ast.parse(source, filename=label)
     except SyntaxError as exc:
+        if not quote:
+            raise ProblemError(f"{label}: {NOT_A_PROBLEM}") from None
         raise ProblemError(
             f"{label}: syntax error at line {exc.lineno}: {exc.msg}"
             + (f"\n    {exc.text.rstrip()}" if exc.text else "")
@@ -71,9 +81,16 @@ def problem_from_source(source: str, name: str | None = None, origin: str = "<so
     return Problem(name=label, source=source, origin=origin)
 
 
-def load_problem(spec: str) -> Problem:
-    """Load a problem from any supported spec; errors name the spec and what is wrong."""
+def spec_path(spec: str) -> tuple[str, str]:
+    """A spec's path and its selector (``LEVEL/ID``, or empty)."""
     path_part, _, selector = spec.rpartition(":") if _looks_selected(spec) else (spec, "", "")
+    return path_part, selector
+
+
+def load_problem(spec: str, inside: Callable[[Path], bool] | None = None) -> Problem:
+    """Load a problem from any supported spec; errors name the spec and what is wrong. ``inside``
+    (a server's roots): a checkout's problem file must resolve where it says yes before it is read."""
+    path_part, selector = spec_path(spec)
     path = Path(path_part).expanduser()
     if not path.exists():
         head, colon, tail = spec.rpartition(":")
@@ -86,19 +103,26 @@ def load_problem(spec: str) -> Problem:
     if path.is_dir():
         if not selector:
             raise ProblemError(f"{spec}: a KernelBench checkout needs LEVEL/ID, e.g. {spec}:1/19")
-        return _from_checkout(path, selector, spec)
+        return _from_checkout(path, selector, spec, inside)
     if path.suffix == ".jsonl":
         if not selector:
             raise ProblemError(f"{spec}: a JSONL file needs LEVEL/ID or LEVEL/NAME, e.g. {spec}:1/19")
         return _from_jsonl(path, selector, spec)
     if selector:
         raise ProblemError(f"{spec}: a selector only applies to a .jsonl file or a KernelBench checkout")
-    try:
-        source = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ProblemError(f"cannot read {path}: {exc}") from None
-    check_source(source, str(path))
+    source = read_problem_text(path)
+    check_source(source, str(path), quote=path.resolve().suffix == ".py")
     return Problem(name=path.stem, source=source, origin=str(path.resolve()))
+
+
+def read_problem_text(path: Path) -> str:
+    """The file's text; a file that is not UTF-8 text is no problem, and nothing of it is shown."""
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise ProblemError(f"{path}: {NOT_A_PROBLEM}") from None
+    except OSError as exc:
+        raise ProblemError(f"cannot read {path}: {exc.strerror or type(exc).__name__}") from None
 
 
 def _looks_selected(spec: str) -> bool:
@@ -115,6 +139,13 @@ def _parse_selector(selector: str, spec: str) -> tuple[int, str]:
 
 def jsonl_records(path: Path) -> Iterator[tuple[int, int, str, str]]:
     """``(level, problem_id, name, code)`` of every record of a problems JSONL file, unchecked."""
+    try:
+        yield from _jsonl_rows(path)
+    except UnicodeDecodeError:
+        raise ProblemError(f"{path}: {NOT_A_PROBLEM}") from None
+
+
+def _jsonl_rows(path: Path) -> Iterator[tuple[int, int, str, str]]:
     with path.open(encoding="utf-8") as fh:
         for lineno, line in enumerate(fh, 1):
             if not line.strip():
@@ -122,9 +153,10 @@ def jsonl_records(path: Path) -> Iterator[tuple[int, int, str, str]]:
             try:
                 row = json.loads(line)
                 yield int(row["level"]), int(row["problem_id"]), str(row["name"]), str(row["code"])
-            except (json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
+            except (json.JSONDecodeError, KeyError, TypeError, ValueError):
+                # No detail: int()'s and json's messages quote the line, which may be any file's.
                 raise ProblemError(
-                    f"{path}:{lineno}: not a problem record {{level, problem_id, name, code}}: {exc}"
+                    f"{path}:{lineno}: not a problem record {{level, problem_id, name, code}}"
                 ) from None
 
 
@@ -150,11 +182,8 @@ def level_folder(root: Path, level: int) -> Path | None:
 
 def checkout_problem(path: Path, level: int) -> Problem:
     """The problem in file ``path`` of a checkout's level folder (named ``ID_Name.py``)."""
-    try:
-        source = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ProblemError(f"cannot read {path}: {exc}") from None
-    check_source(source, str(path))
+    source = read_problem_text(path)
+    check_source(source, str(path), quote=path.resolve().suffix == ".py")
     prefix = path.stem.split("_", 1)[0]
     return Problem(
         name=path.stem, source=source, origin=str(path.resolve()), level=level,
@@ -162,7 +191,9 @@ def checkout_problem(path: Path, level: int) -> Problem:
     )
 
 
-def _from_checkout(root: Path, selector: str, spec: str) -> Problem:
+def _from_checkout(
+    root: Path, selector: str, spec: str, inside: Callable[[Path], bool] | None = None
+) -> Problem:
     level, key = _parse_selector(selector, spec)
     folder = level_folder(root, level)
     if folder is None:
@@ -173,4 +204,6 @@ def _from_checkout(root: Path, selector: str, spec: str) -> Problem:
     ]
     if not matches:
         raise ProblemError(f"{spec}: no problem {key!r} in {folder}")
+    if inside is not None and not inside(matches[0].resolve()):
+        raise ProblemError(f"{spec}: {matches[0]} leads outside the folders this server may use")
     return checkout_problem(matches[0], level)

@@ -6,7 +6,7 @@ every speedup with a trusted evaluator (correctness against the reference on fre
 timing against eager and torch.compile). Runtimes are only ever measured by this server.
 
 The loop (STARK: plan / code / debug roles over a tree of attempts):
-1. create_run(problem=<path to a .py file, or its source>) -> run_id, root_node_id, baselines.
+1. create_run(problem=<path to a .py file in the server's folders>) -> run_id, root_node_id, baselines.
    The problem defines class Model(nn.Module), get_inputs() and get_init_inputs(). For the user's
    own module or function, make that file first with create_problem(target='package.module:Name',
    project_root=..., init_args=..., inputs=..., shapes=...); the prompt optimize_module walks

@@ -40,8 +40,8 @@ async def create_problem(
     project_root: Annotated[
         str | None,
         Field(
-            description="absolute path of the user's project (its src/ or itself holds the package); "
-            "default: the server's working folder"
+            description="path of the user's project (its src/ or itself holds the package), inside the "
+            "server's roots; default: the server's working folder"
         ),
     ] = None,
     init_args: Annotated[
@@ -84,7 +84,8 @@ async def create_problem(
     name: Annotated[str | None, Field(description="the problem's name (default from the target)")] = None,
     out: Annotated[
         str | None,
-        Field(description="problem file to write (default <project_root>/stark-problems/<name>.py)"),
+        Field(description="problem file to write, inside the server's roots "
+              "(default <project_root>/stark-problems/<name>.py)"),
     ] = None,
     overwrite: Annotated[bool, Field(description="replace an existing different file")] = False,
     device: Annotated[
@@ -113,7 +114,7 @@ async def create_problem(
             overwrite=overwrite,
         )
         created = await state.service.create_problem(
-            request, device=device or state.settings.device, progress=relay(ctx)
+            request, device=device or state.settings.device, progress=relay(ctx), roots=state.roots
         )
     return ProblemCreated(
         **created.model_dump(),

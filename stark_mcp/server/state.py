@@ -19,7 +19,10 @@ from mcp.server.mcpserver import Context
 
 from stark_mcp.config import Settings
 from stark_mcp.llm import LLMBackend
+from stark_mcp.orchestrator.owners import close_session, open_session
+from stark_mcp.orchestrator.roots import AllowedRoots
 from stark_mcp.orchestrator.run_service import RunService
+from stark_mcp.records import RunOwner
 
 BackendFactory = Callable[[], LLMBackend]
 
@@ -29,6 +32,10 @@ class AppState:
     service: RunService
     settings: Settings
     backend_factory: BackendFactory
+    roots: AllowedRoots  # where clients' path arguments must resolve
+    # This connection's claim on the runs it makes run (a lifespan is one connection over stdio and
+    # in process; over HTTP one for all sessions, released when the server stops).
+    owner: RunOwner | None = None
 
 
 @dataclass
@@ -83,3 +90,32 @@ class SharedState:
 
 def app_state(ctx: Context) -> AppState:
     return cast(AppState, ctx.request_context.lifespan_context)
+
+
+_OWNER_KEY = "stark_mcp.run_owner"
+
+
+def run_owner(ctx: Context) -> RunOwner | None:
+    """Who the runs this request makes run belong to. Over stdio and in process, the connection's
+    lifespan (``AppState.owner``). Over streamable HTTP the lifespan is the server's, so a stateful
+    session (one with an id) gets an owner of its own at its first use, released (its running
+    runs marked 'interrupted') when the session ends: the client's DELETE, the idle timeout, a crash.
+    """
+    state = app_state(ctx)
+    # The SDK's per-request session proxy holds its connection privately; the connection's
+    # ``state`` and ``exit_stack`` are its documented per-connection scratch space and teardown.
+    connection = getattr(ctx.request_context.session, "_connection", None)
+    if getattr(connection, "session_id", None) is None or not hasattr(connection, "exit_stack"):
+        return state.owner
+    assert connection is not None
+    owner = connection.state.get(_OWNER_KEY)
+    if owner is None:
+        owner = connection.state[_OWNER_KEY] = open_session()
+        service = state.service
+
+        async def release() -> None:
+            close_session(owner)
+            await service.release_session(owner)
+
+        connection.exit_stack.push_async_callback(release)
+    return cast(RunOwner, owner)

@@ -34,7 +34,7 @@ from stark_mcp.server.outputs import (
     finite,
 )
 from stark_mcp.server.progress_relay import relay, search_relay
-from stark_mcp.server.state import app_state
+from stark_mcp.server.state import app_state, run_owner
 
 
 def _hints(*, read_only: bool, idempotent: bool, open_world: bool = False) -> ToolAnnotations:
@@ -59,7 +59,9 @@ RunId = Annotated[str, Field(description="the run id from create_run or list_run
 NodeId = Annotated[str, Field(description="a node id of that run, e.g. n0 (the root) or n3")]
 Source = Annotated[str, Field(description="the complete Python file defining class ModelNew(nn.Module)")]
 ProblemArg = Annotated[
-    str, Field(description="path to a problem .py file (or file.jsonl:LEVEL/ID), or the source itself")
+    str, Field(description="path to a problem .py file (or file.jsonl:LEVEL/ID) inside the server's roots "
+               "(relative paths start at its working folder); the source itself only where the server "
+               "allows problem sources")
 ]
 DeviceArg = Annotated[
     str | None, Field(description="auto, cuda or cpu (default: the server's STARK_DEVICE, else auto)")
@@ -115,7 +117,7 @@ async def create_run(
     with tool_errors():
         run, root = await state.service.create_run(
             problem, device=device or state.settings.device, policy=policy, budget=budget, seed=seed,
-            name=name, progress=relay(ctx), language=language,
+            name=name, progress=relay(ctx), language=language, roots=state.roots,
         )
     return RunCreated(
         run_id=run.id, root_node_id=root.id, problem=run.problem.name, device=run.device,
@@ -200,11 +202,12 @@ async def add_child(
     """Record an attempt as a child of parent_id. The server evaluates the source itself (or reuses
     evaluation_id when it belongs to this run and this exact source); a result can never be supplied.
     Returns the new node_id with its status, runtime and speedups, and the attempts left."""
-    service = app_state(ctx).service
+    state = app_state(ctx)
+    service = state.service
     with tool_errors():
         node = await service.add_child(
             run_id, parent_id, source, plan=plan, action=action, evaluation_id=evaluation_id,
-            progress=relay(ctx),
+            progress=relay(ctx), owner=run_owner(ctx),
         )
         left = await service.attempts_left(run_id)
     result = EvaluationResult.of(node.evaluation) if node.evaluation else None
@@ -282,7 +285,7 @@ async def optimize(
         await service.get_run(run_id)  # an unknown run fails before any LLM call
         summary = await run_search(
             service, run_id, backend, budget=budget, progress=search_relay(ctx),
-            limits=Limits(stop_at_sol=stop_at_sol),
+            limits=Limits(stop_at_sol=stop_at_sol), owner=run_owner(ctx),
         )
         left = await service.attempts_left(run_id)
     return OptimizeResult(

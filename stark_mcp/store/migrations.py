@@ -134,6 +134,24 @@ MIGRATIONS: tuple[Migration, ...] = (
             "ALTER TABLE runs ADD COLUMN revision INTEGER NOT NULL DEFAULT 0",
         ),
     ),
+    Migration(
+        4,
+        "who drives each running run: a process (pid, start time, host) and its session",
+        (
+            # A run left 'running' by a process that is gone (killed, or its MCP client hung up
+            # and the session closed) is found by this row and marked 'interrupted'.
+            """
+            CREATE TABLE run_owners (
+                run_id TEXT PRIMARY KEY REFERENCES runs (id),
+                pid INTEGER NOT NULL,
+                started TEXT NOT NULL,
+                host TEXT NOT NULL,
+                session TEXT NOT NULL,
+                claimed_at REAL NOT NULL
+            )
+            """,
+        ),
+    ),
 )
 
 

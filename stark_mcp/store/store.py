@@ -28,6 +28,7 @@ from stark_mcp.records import (
     KernelLanguage,
     Node,
     ProfileReport,
+    RunOwner,
     RunRecord,
     RunStatus,
     Status,
@@ -186,6 +187,59 @@ class Store:
                 codec.run_columns(updated),
             )
             return updated
+
+        return await run_write(self._conn, self._lock, work)
+
+    # ---- who drives a running run ------------------------------------------------------------
+
+    async def claim_run(self, run_id: str, owner: RunOwner) -> None:
+        """Record ``owner`` as the one driving the run now (the last claimant wins)."""
+
+        async def work() -> None:
+            await self._require_run(run_id)
+            await self._conn.execute(
+                "INSERT INTO run_owners (run_id, pid, started, host, session, claimed_at)"
+                " VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (run_id) DO UPDATE SET pid = excluded.pid,"
+                " started = excluded.started, host = excluded.host, session = excluded.session,"
+                " claimed_at = excluded.claimed_at",
+                (run_id, owner.pid, owner.started, owner.host, owner.session, time.time()),
+            )
+
+        await run_write(self._conn, self._lock, work)
+
+    async def running_owners(self) -> list[tuple[str, RunOwner | None]]:
+        """Every run whose status is 'running', with its owner (None for a run claimed by nobody)."""
+        async with self._lock:
+            rows = await self._all(
+                "SELECT runs.id AS run_id, o.pid, o.started, o.host, o.session FROM runs"
+                " LEFT JOIN run_owners AS o ON o.run_id = runs.id WHERE runs.status = 'running'", ()
+            )
+        return [
+            (row["run_id"], None if row["pid"] is None else RunOwner(
+                pid=row["pid"], started=row["started"], host=row["host"], session=row["session"]))
+            for row in rows
+        ]
+
+    async def interrupt_owned(self, run_id: str, owner: RunOwner | None) -> bool:
+        """Mark the run 'interrupted' if it is still 'running' and still ``owner``'s (None: claimed by
+        nobody), in one statement, so a run another process claimed meanwhile is left alone."""
+
+        async def work() -> bool:
+            if owner is None:
+                condition, args = "NOT EXISTS (SELECT 1 FROM run_owners WHERE run_id = :id)", {}
+            else:
+                condition = (
+                    "EXISTS (SELECT 1 FROM run_owners WHERE run_id = :id AND pid = :pid"
+                    " AND started = :started AND host = :host AND session = :session)"
+                )
+                args = {"pid": owner.pid, "started": owner.started, "host": owner.host,
+                        "session": owner.session}
+            cursor = await self._conn.execute(
+                "UPDATE runs SET status = 'interrupted', updated_at = MAX(updated_at, :now)"
+                f" WHERE id = :id AND status = 'running' AND {condition}",
+                {"id": run_id, "now": time.time(), **args},
+            )
+            return cursor.rowcount > 0
 
         return await run_write(self._conn, self._lock, work)
 

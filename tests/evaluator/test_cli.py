@@ -49,20 +49,46 @@ def test_json_verdict_and_exit_code_zero(tmp_path) -> None:
 
 
 @pytest.mark.slow  # starts processes: handed out early, not at the run's end
-def test_a_failing_candidate_still_exits_zero(tmp_path) -> None:
+def test_a_wrong_candidate_exits_one_with_its_verdict_in_the_json(tmp_path) -> None:
     done = run_cli(str(FIXTURES / "relu_sum.py"), str(FIXTURES / "wrong_shape.py"), "--device", "cpu",
                    "--json", "--baselines", "eager", home=tmp_path)
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == 1, done.stderr
     data = json.loads(done.stdout)
     assert (data["status"], data["reason"]) == ("wrong_output", "shape")
 
 
 @pytest.mark.slow  # starts processes: handed out early, not at the run's end
-def test_human_summary(tmp_path) -> None:
-    done = run_cli(str(FIXTURES / "relu_sum.py"), str(FIXTURES / "syntax_error.py"), "--device", "cpu",
-                   home=tmp_path)
-    assert done.returncode == 0
-    assert done.stdout.startswith("load_error (syntax): syntax error at line 8")
+@pytest.mark.parametrize(("candidate", "verdict"), [
+    ("syntax_error.py", "load_error (syntax): syntax error at line 8"),
+    ("raises.py", "runtime_error"),
+])
+def test_a_candidate_that_does_not_run_exits_three(tmp_path, candidate, verdict) -> None:
+    done = run_cli(str(FIXTURES / "relu_sum.py"), str(FIXTURES / candidate), "--device", "cpu",
+                   "--baselines", "eager", home=tmp_path)
+    assert done.returncode == 3, done.stdout + done.stderr
+    assert done.stdout.startswith(verdict)
+
+
+def test_every_verdict_has_a_documented_exit_code() -> None:
+    from stark_mcp.cli.eval_cmd import EXIT_CODES
+    from stark_mcp.records import Status
+
+    assert set(EXIT_CODES) == {s.value for s in Status}
+    assert [s for s, code in EXIT_CODES.items() if code == 0] == ["passed"]
+    running = (Path(__file__).resolve().parents[2] / "docs" / "running.md").read_text()
+    for status, code in EXIT_CODES.items():
+        assert f"{code}: " in running and status in running
+
+
+def test_a_problem_path_that_is_no_problem_is_named_not_quoted(tmp_path) -> None:
+    secret = tmp_path / "passwd"
+    secret.write_text("root:x:0:0:root:/root:/bin/bash\n")
+    done = run_cli(str(secret), str(FIXTURES / "torch_ok.py"), "--device", "cpu", home=tmp_path)
+    assert done.returncode == 2 and "not a problem file" in done.stderr
+    assert "root:x" not in done.stdout + done.stderr
+    done = run_cli(str(FIXTURES / "relu_sum.py"), str(secret), "--device", "cpu", home=tmp_path)
+    assert done.returncode == 2 and "not a candidate file" in done.stderr
+    assert "root:x" not in done.stdout + done.stderr
 
 
 @pytest.mark.parametrize("args,needle", [

@@ -109,7 +109,7 @@ def test_run_interrupted_with_ctrl_c_then_resumed_writes_kernel_and_summary(tmp_
     recorded = [line for line in resumed.stderr.splitlines() if ": recorded n" in line]
     assert len(recorded) == 3 - done and all(line.startswith("attempt ") for line in recorded)
     assert "\x1b[" not in resumed.stderr + resumed.stdout
-    out = work / "stark-out" / run_id
+    out = tmp_path / "out1"  # the run's own --out, restored by --resume
     summary = json.loads((out / "summary.json").read_text())
     assert summary["attempts"] == 3 and summary["stop_reason"] == "budget" and summary["status"] == "finished"
     assert summary["strategy"] == "sampling" and summary["best_node_id"] in ("n1", "n2", "n3")

@@ -33,8 +33,15 @@ def source(name: str) -> str:
     return (FIXTURES / f"{name}.py").read_text()
 
 
-def make_server(home: Path, backend_factory: BackendFactory | None = None) -> Any:
-    return build_server(Settings(home=home), eval_settings=FAST, backend_factory=backend_factory)
+def make_server(
+    home: Path, backend_factory: BackendFactory | None = None, roots: tuple[Path, ...] = (),
+    problem_sources: bool = True,
+) -> Any:
+    """A server whose clients may name paths in the test's working folder (the repository: its
+    fixtures) and in ``roots``; the tests pass problems as text too, unless ``problem_sources`` is
+    False (the default of ``stark-mcp serve``)."""
+    return build_server(Settings(home=home), eval_settings=FAST, backend_factory=backend_factory, roots=roots,
+                        problem_sources=problem_sources)
 
 
 def anchored_plan(base: str, body_line: str = "return torch.relu(x) * self.scale") -> str:

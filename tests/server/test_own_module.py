@@ -216,7 +216,7 @@ async def flow(tmp_path_factory: pytest.TempPathFactory) -> Flow:
     base = tmp_path_factory.mktemp("own-module")
     project = base / "proj"
     shutil.copytree(USER_PACKAGE, project)
-    server = make_server(base / "home")
+    server = make_server(base / "home", roots=(project,))
     return await converse(server, project, base / "home")
 
 
@@ -273,6 +273,15 @@ async def test_the_export_swaps_into_the_users_model_with_its_weights_and_output
     lines = report["self_check_output"].splitlines()
     assert [line.split(":")[0] for line in lines[:-1]] == list(claimed)
     assert all("(ok)" in line for line in lines[:-1])
+    # The same drop-in made wrong (outputs half again too large) fails its check loudly.
+    wrong = flow.project / "wrong_mlp.py"
+    wrong.write_text(exported["source"].replace(
+        'if __name__ == "__main__":',
+        "_right = ModelNew.forward\nModelNew.forward = lambda self, *a, **k: _right(self, *a, **k) * 1.5\n\n"
+        'if __name__ == "__main__":'))
+    failed = await anyio.run_process([sys.executable, str(wrong)], env=env, cwd=flow.project, check=False)
+    assert failed.returncode == 1, failed.stdout.decode() + failed.stderr.decode()[-3000:]
+    assert "FAILED" in failed.stdout.decode()
     header = exported["source"].splitlines()[:10]
     assert header[0].startswith(f"# Exported by stark-mcp from run {flow.run_id}, node n2")
     assert "#   batch=2,seq=4: x: float32[2, 4, 32]" in header

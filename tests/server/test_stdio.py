@@ -29,7 +29,8 @@ def server_env(home: Path) -> dict[str, str]:
 @pytest.mark.slow  # starts processes: handed out early, not at the run's end
 async def test_stdio_search_end_to_end(tmp_path: Path) -> None:
     params = StdioServerParameters(
-        command=sys.executable, args=["-m", "stark_mcp", "serve", "--baselines", "eager"],
+        command=sys.executable,
+        args=["-m", "stark_mcp", "serve", "--baselines", "eager", "--root", str(PROBLEM.parent)],
         env=server_env(tmp_path), cwd=str(tmp_path),
     )
     progress = ProgressLog()

@@ -102,7 +102,7 @@ async def test_create_run_refuses_bad_input_and_records_nothing(served: Served, 
         missing = "import torch\n\nclass Model(torch.nn.Module):\n    pass\n"
         assert "get_inputs" in error_text(await client.call_tool("create_run", {"problem": missing}))
         assert "no such problem file" in error_text(
-            await client.call_tool("create_run", {"problem": "/nonexistent/problem.py"})
+            await client.call_tool("create_run", {"problem": "nonexistent/problem.py"})
         )
         assert "policy" in error_text(
             await client.call_tool("create_run", {"problem": str(PROBLEM), "policy": "annealing"})
