@@ -212,10 +212,12 @@ async def create_runs(
     errors: dict[str, str] = {}
 
     async def create(key: ProblemKey, row: dict[str, Any]) -> None:
-        path = folder / f"{key.slug}_{row['name']}.py"
-        path.write_text(row["code"])
+        # A one-row JSONL named with its selector, so that the run knows the problem's level and id.
+        path = folder / f"{key.slug}.jsonl"
+        path.write_text(json.dumps({k: row[k] for k in ("level", "problem_id", "name", "code")}) + "\n")
         arguments: dict[str, Any] = {
-            "problem": str(path), "device": device, "budget": budget, "name": f"{key.label} {row['name']}",
+            "problem": f"{path}:{key.level}/{key.problem_id}", "device": device, "budget": budget,
+            "name": f"{key.label} {row['name']}",
         }
         if language:
             arguments["language"] = language

@@ -4,6 +4,7 @@ between invocations the way it travels between the GPU box and here (an archive,
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -81,6 +82,16 @@ def test_rounds_carry_the_state_from_device_to_here_and_back(tmp_path: Path) -> 
     third = device(here, tmp_path / "out2", "--replies", tmp_path / "replies.jsonl")
     assert third["applied"] == [] and third["skipped_replies"] == [outcome["reply_id"]]
     assert third["next"][0]["attempts_left"] == 2
+
+    # The carried database feeds the table: the run knows its level and id, and holds its attempt.
+    table = tmp_path / "table"
+    done = subprocess.run(
+        [sys.executable, "-m", "stark_mcp", "report", "--runs", run_id, "--out", str(table)],
+        capture_output=True, text=True, timeout=120, env={**os.environ, "STARK_HOME": str(here / "home")},
+    )
+    assert done.returncode == 0, done.stderr
+    (line,) = json.loads((table / "report.json").read_text())["problems"]
+    assert (line["key"], line["solved"], line["attempts"]) == ("1/7", True, 1)
 
 
 def test_bad_problem_names_are_refused(tmp_path: Path) -> None:
