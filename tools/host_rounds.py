@@ -173,10 +173,12 @@ def unpack_state(archive: Path, state: Path) -> None:
 # ---- the server -------------------------------------------------------------------------------
 
 
-def server_params(state: Path, eval_settings: str | None) -> StdioServerParameters:
+def server_params(state: Path, eval_settings: str | None, memory: bool = False) -> StdioServerParameters:
     env = dict(os.environ)
     env["STARK_HOME"] = str(state / "home")
     env["STARK_CACHE_DIR"] = str(state / ".cache")
+    # The table measures the host's model: by default no run reads what another run learned.
+    env["STARK_MEMORY"] = "1" if memory else "0"
     args = ["-m", "stark_mcp", "serve"]
     if eval_settings:
         args += ["--eval-settings", eval_settings]
@@ -405,7 +407,7 @@ async def device_round(args: argparse.Namespace) -> int:
         keys = [ProblemKey.parse(text) for text in args.problems.split(",") if text.strip()]
         problems = load_problems(args.kernelbench, [k for k in keys if k.label not in runs]) if keys else {}
         replies = read_replies(args.replies, runs)
-        async with Client(server_params(state, args.eval_settings)) as client:
+        async with Client(server_params(state, args.eval_settings, args.memory)) as client:
             record["create_errors"] = await create_runs(
                 client, state, problems, runs, device=args.device, budget=args.budget,
                 language=args.language, deadline=deadline,
@@ -470,7 +472,7 @@ def write_prompts(state: Path) -> list[dict[str, Any]]:
     return written
 
 
-async def render_code_prompts(state: Path) -> dict[str, str]:
+async def render_code_prompts(state: Path, memory: bool = False) -> dict[str, str]:
     """build_context(role='code', plan) for every plan step whose plan.md is written."""
     todo = []
     for step_file in sorted((state / "next").glob("*/step.json")):
@@ -481,7 +483,7 @@ async def render_code_prompts(state: Path) -> dict[str, str]:
     results: dict[str, str] = {}
     if not todo:
         return results
-    async with Client(server_params(state, None)) as client:
+    async with Client(server_params(state, None, memory)) as client:
         for folder, step, plan in todo:
             error_file = folder / "code_prompt.error.txt"
             try:
@@ -536,6 +538,7 @@ def parser() -> argparse.ArgumentParser:
     device.add_argument("--language", default=None)
     device.add_argument("--eval-settings", default=None, help="JSON passed to `serve --eval-settings`")
     device.add_argument("--min-attempt-s", type=float, default=MIN_ATTEMPT_S)
+    device.add_argument("--memory", action="store_true", help="let runs read what other runs learned")
     out = Path(os.environ["OUT"]) if os.environ.get("OUT") else None
     device.add_argument("--out", type=Path, default=out, help="where the archive goes (default: $OUT)")
     prompts = sub.add_parser("prompts", help="here: unpack the device's archive, write next/<problem>/")
