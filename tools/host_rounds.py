@@ -299,21 +299,30 @@ async def apply_reply(
     return outcome
 
 
-async def wait_baselines(client: Client, runs: dict[str, Any], deadline: float) -> dict[str, list[str]]:
-    """Poll each run's root until the torch.compile baselines timed in the background are in."""
-    pending: dict[str, list[str]] = {}
+async def wait_background(
+    client: Client, runs: dict[str, Any], deadline: float, profile_wait_s: float
+) -> dict[str, list[str]]:
+    """Poll each run's root until the torch.compile baselines timed in the background are in, and
+    (GPU runs, for at most ``profile_wait_s``) its profile, which the plan prompt shows; returns what
+    is still missing per problem."""
+    profile_deadline = min(deadline, time.monotonic() + profile_wait_s)
     while True:
+        missing: dict[str, list[str]] = {}
         for label, entry in runs.items():
             try:
                 root = await bounded(call(client, "get_node", {"run_id": entry["run_id"], "node_id": "n0"}),
                                      deadline)
-            except Exception:  # noqa: BLE001 - reported as still pending
-                return pending
-            pending[label] = root.get("pending_baselines", [])
-            if not pending[label]:
-                pending.pop(label)
-        if not pending or deadline - time.monotonic() < 5:
-            return pending
+            except Exception:  # noqa: BLE001 - reported as still missing
+                missing[label] = ["unknown"]
+                continue
+            waiting = list(root.get("pending_baselines", []))
+            if entry.get("device", "").startswith("cuda") and root.get("profile") is None:
+                if time.monotonic() < profile_deadline:
+                    waiting.append("reference profile")
+            if waiting:
+                missing[label] = waiting
+        if not missing or deadline - time.monotonic() < 5:
+            return missing
         await asyncio.sleep(3)
 
 
@@ -399,7 +408,7 @@ async def device_round(args: argparse.Namespace) -> int:
     number = len(round_files(state))
     record: dict[str, Any] = {
         "round": number, "device": args.device, "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "create_errors": {}, "applied": [], "skipped_replies": [], "pending_baselines": {}, "next": [],
+        "create_errors": {}, "applied": [], "skipped_replies": [], "waiting_for": {}, "next": [],
         "best": {}, "error": None,
     }
     failed = False
@@ -420,7 +429,7 @@ async def device_round(args: argparse.Namespace) -> int:
             record["applied"] = list(outcomes)
             applied_ids += [o["reply_id"] for o in outcomes if o.get("applied")]
             write_json(state / APPLIED_FILE, applied_ids)
-            record["pending_baselines"] = await wait_baselines(client, runs, deadline)
+            record["waiting_for"] = await wait_background(client, runs, deadline, args.profile_wait_s)
             record["next"] = list(await asyncio.gather(
                 *(next_step(client, label, entry["run_id"], deadline) for label, entry in runs.items())
             ))
@@ -456,6 +465,9 @@ def write_prompts(state: Path) -> list[dict[str, Any]]:
     for step in record["next"]:
         folder = nxt / ProblemKey.parse(step["problem"]).slug
         folder.mkdir(parents=True, exist_ok=True)
+        before = read_json(folder / "step.json", {})
+        if (before.get("round"), before.get("node_id")) == (record["round"], step.get("node_id")):
+            continue  # this round's folder is already out: replies written in it are kept
         for old in folder.iterdir():
             old.unlink()
         if step.get("done") or step.get("error"):
@@ -538,6 +550,8 @@ def parser() -> argparse.ArgumentParser:
     device.add_argument("--language", default=None)
     device.add_argument("--eval-settings", default=None, help="JSON passed to `serve --eval-settings`")
     device.add_argument("--min-attempt-s", type=float, default=MIN_ATTEMPT_S)
+    device.add_argument("--profile-wait-s", type=float, default=60.0,
+                        help="how long to wait for the references' profiles (GPU) before the prompts")
     device.add_argument("--memory", action="store_true", help="let runs read what other runs learned")
     out = Path(os.environ["OUT"]) if os.environ.get("OUT") else None
     device.add_argument("--out", type=Path, default=out, help="where the archive goes (default: $OUT)")

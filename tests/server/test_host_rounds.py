@@ -62,6 +62,8 @@ def test_rounds_carry_the_state_from_device_to_here_and_back(tmp_path: Path) -> 
     assert "IMPROVE" in (folder / "code_prompt.error.txt").read_text()
     plan = anchored_plan(PROBLEM.read_text())
     (folder / "plan.md").write_text(plan)
+    rounds("prompts", "--state", here)  # again, by mistake: the replies written stay
+    assert (folder / "plan.md").read_text() == plan
     rounds("local", "--state", here)
     code_prompt = (folder / "code_prompt.md").read_text()
     assert "Replace relu and the multiply with one clamp_min." in code_prompt
