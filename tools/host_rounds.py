@@ -42,6 +42,7 @@ ARCHIVE = "state.tgz"
 LOCAL_ONLY = (".cache",)  # build and baseline caches: machine-specific and large, never carried
 MIN_ATTEMPT_S = 150.0  # an add_child is not started with less than this left (nvcc + checks + timing)
 PACK_RESERVE_S = 25.0  # kept for the server's shutdown, the checkpoint and the archive
+PROMPTS_RESERVE_S = 60.0  # waiting on background work stops this long before the end: the prompts come first
 
 
 class RoundsError(Exception):
@@ -429,7 +430,9 @@ async def device_round(args: argparse.Namespace) -> int:
             record["applied"] = list(outcomes)
             applied_ids += [o["reply_id"] for o in outcomes if o.get("applied")]
             write_json(state / APPLIED_FILE, applied_ids)
-            record["waiting_for"] = await wait_background(client, runs, deadline, args.profile_wait_s)
+            record["waiting_for"] = await wait_background(
+                client, runs, deadline - PROMPTS_RESERVE_S, args.profile_wait_s
+            )
             record["next"] = list(await asyncio.gather(
                 *(next_step(client, label, entry["run_id"], deadline) for label, entry in runs.items())
             ))
