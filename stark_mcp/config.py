@@ -49,6 +49,7 @@ VARIABLES: dict[str, str] = {
     "gpus": "STARK_GPUS",
     "executor": "STARK_EXECUTOR",
     "ray_address": "STARK_RAY_ADDRESS",
+    "memory": "STARK_MEMORY",
 }
 ROLE_MODEL_PREFIX = "STARK_MODEL_"
 
@@ -100,6 +101,9 @@ class Settings(BaseModel):
     executor: Executor = Field("local", description="where evaluations run: local processes or a Ray cluster")
     ray_address: str | None = Field(
         None, description="Ray cluster to join (auto, ray://HOST:PORT); default: start a local one"
+    )
+    memory: bool = Field(
+        True, description="keep what finished runs learned and show similar problems' to the planner"
     )
 
     @field_validator("gpus")

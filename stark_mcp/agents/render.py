@@ -167,6 +167,7 @@ def render_prompt(
     templates: PromptTemplates | None = None,
     anchored: bool = True,
     language: str | None = None,
+    memories: str | None = None,
 ) -> Prompt:
     """The prompt for ``role`` acting on node ``node_id`` with the given context window.
 
@@ -175,6 +176,8 @@ def render_prompt(
     ``plan`` (advice and anchored scaffold) is required for ``code``; ``focus`` (one of
     ``PLAN_FOCI`` or the caller's own theme) applies to ``plan`` and ``generalist``.
     ``templates`` default to the packaged set (a run's own come from ``STARK_PROMPTS_DIR``).
+    ``memories`` (the plan role only): what worked on similar problems in earlier runs, rendered
+    by ``stark_mcp.memory``; shown after the profile.
     ``anchored=False`` (the no-anchors ablation): the plan role is asked for advice only
     (``plan_advice.md``) and the code role gets that advice without a scaffold (``code_advice.md``).
     """
@@ -207,6 +210,8 @@ def render_prompt(
         table = render_profile_table(profiled_nodes(node, [tree.get(i) for i in history_ids]))
         if table:
             latest += "\n\n" + templates.fill("profile.md", table=table)
+    if role == "plan" and memories:
+        latest += "\n\n" + templates.fill("memory.md", entries=memories)
 
     status = node.status.value if node.status is not None else "not evaluated"
     instruction = templates.fill(

@@ -17,6 +17,7 @@ from stark_mcp.cli import (
     bench_cmd,
     doctor_cmd,
     eval_cmd,
+    memory_cmd,
     problem_cmd,
     report_cmd,
     run_cmd,
@@ -50,7 +51,9 @@ def root(
     # An explicit callback keeps typer from collapsing the app into its only command.
 
 
-for _group in (eval_cmd, run_cmd, runs_cmd, serve_cmd, bench_cmd, report_cmd, doctor_cmd, problem_cmd):
+for _group in (
+    eval_cmd, run_cmd, runs_cmd, serve_cmd, bench_cmd, report_cmd, doctor_cmd, problem_cmd, memory_cmd,
+):
     _group.register(app)
 
 

@@ -87,7 +87,9 @@ async def _bench(
 
     display = _Display(console)
     limits = Limits(stop_at_sol=stop_at_sol)
-    async with open_service(settings, plan.spec.eval_settings) as service:
+    # Pairs are independent measurements: no run reads what another pair's run learned.
+    independent = settings.model_copy(update={"memory": False})
+    async with open_service(independent, plan.spec.eval_settings) as service:
         if display.live is None:
             return await run_bench(service, plan, backend, limits=limits, progress=display.on_event)
         with display.live:

@@ -1,6 +1,8 @@
-"""``stark-mcp report DIR`` (a benchmark folder) or ``stark-mcp report RUN_ID`` (one run).
+"""``stark-mcp report DIR`` (a benchmark folder), ``stark-mcp report RUN_ID`` (one run) or
+``stark-mcp report --runs ID,ID,...`` (the benchmark's tables over runs in the database, such as
+runs a host drove through MCP).
 
-A benchmark's report is made from its folder alone; a run's is read from the database.
+A benchmark's report is made from its folder alone; a run's and a set of runs' from the database.
 """
 
 from __future__ import annotations
@@ -23,6 +25,14 @@ def _fail(message: str) -> typer.Exit:
     return typer.Exit(2)
 
 
+async def _runs_report(settings: Settings, run_ids: list[str], out: Path) -> list[Path]:
+    from stark_mcp.orchestrator.session import open_service
+    from stark_mcp.report.writer import write_runs_report
+
+    async with open_service(settings) as service:
+        return (await write_runs_report(service, run_ids, out)).files
+
+
 async def _run_report(settings: Settings, run_id: str, out: Path) -> list[Path]:
     from stark_mcp.orchestrator.session import open_service
     from stark_mcp.report.writer import write_run_report
@@ -33,14 +43,35 @@ async def _run_report(settings: Settings, run_id: str, out: Path) -> list[Path]:
 
 def report(
     ctx: typer.Context,
-    target: str = typer.Argument(..., help="a benchmark folder (from stark-mcp bench --out) or a run id"),
+    target: str | None = typer.Argument(
+        None, help="a benchmark folder (from stark-mcp bench --out) or a run id"
+    ),
     out: Path | None = typer.Option(
-        None, "--out", help="for a run: the folder to write to (default ./stark-out/RUN_ID)"
+        None, "--out", help="for a run: the folder to write to (default ./stark-out/RUN_ID); "
+        "for --runs: default ./stark-out/runs-report",
+    ),
+    runs: str | None = typer.Option(
+        None, "--runs", help="comma-separated run ids: the benchmark's tables over these runs "
+        "(per level and overall), from the database",
     ),
 ) -> None:
-    """Write the report of a benchmark folder (tables, plots, tree viewer) or of one run (viewer, plot)."""
-    folder = Path(target)
+    """Write the report of a benchmark folder (tables, plots, tree viewer), of one run (viewer, plot),
+    or of several runs (--runs: the benchmark's tables and viewer)."""
     try:
+        if runs is not None:
+            if target is not None:
+                raise _fail("give either a target or --runs, not both")
+            run_ids = [item.strip() for item in runs.split(",") if item.strip()]
+            if not run_ids:
+                raise _fail("--runs needs at least one run id")
+            where = out or Path("stark-out") / "runs-report"
+            files = asyncio.run(_runs_report(settings_of(ctx), run_ids, where))
+            for path in files:
+                typer.echo(str(path))
+            return
+        if target is None:
+            raise _fail("give a benchmark folder, a run id, or --runs ID,ID,...")
+        folder = Path(target)
         if folder.is_dir():
             from stark_mcp.report.writer import write_bench_report
 

@@ -26,6 +26,10 @@ def serve_command(
     baselines: str | None = typer.Option(
         None, "--baselines", help="Comma-separated baselines to time (default: all of them).",
     ),
+    eval_settings_json: str | None = typer.Option(
+        None, "--eval-settings", help="JSON object of evaluator settings (trials, timeouts, ...) for "
+        "every evaluation this server runs.",
+    ),
     gpus: str | None = typer.Option(None, "--gpus", help=GPUS_HELP),
     executor: str | None = typer.Option(None, "--executor", help=EXECUTOR_HELP),
     ray_address: str | None = typer.Option(None, "--ray-address", help=RAY_ADDRESS_HELP),
@@ -45,7 +49,10 @@ def serve_command(
 
     settings = scaled(settings_of(ctx), gpus, executor, ray_address)
     with user_errors():
-        eval_settings = parse_eval_settings(baselines) if baselines is not None else None
+        eval_settings = (
+            parse_eval_settings(baselines, eval_settings_json)
+            if baselines is not None or eval_settings_json is not None else None
+        )
         server = build_server(
             settings, eval_settings=eval_settings, roots=roots, problem_sources=problem_sources
         )

@@ -11,6 +11,7 @@ import math
 
 from pydantic import BaseModel, Field
 
+from stark_mcp.memory import MemoryEntry
 from stark_mcp.orchestrator.errors import InvalidInput, RunError
 from stark_mcp.orchestrator.export import ExportedKernel, export_kernel
 from stark_mcp.orchestrator.trees import RunTrees
@@ -90,6 +91,10 @@ class RunReads:
     def __init__(self, store: Store) -> None:
         self.store = store
         self.trees = RunTrees(store)
+
+    async def memories(self) -> list[MemoryEntry]:
+        """What finished runs learned (memory across runs), oldest first."""
+        return [MemoryEntry.model_validate_json(text) for text in await self.store.memory_entries()]
 
     async def get_run(self, run_id: str) -> RunRecord:
         return await self.store.get_run(run_id)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import secrets
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -23,6 +24,7 @@ from stark_mcp.evaluator import EvalSettings
 from stark_mcp.evaluator.assemble import aggregate, with_baselines
 from stark_mcp.evaluator.executor import Executor
 from stark_mcp.evaluator.priority import background
+from stark_mcp.memory import MemoryEntry, lesson_of, rank, render_entries
 from stark_mcp.orchestrator.errors import BudgetExhausted, InvalidInput, RunError
 from stark_mcp.orchestrator.inputs import (
     check_candidate_source,
@@ -65,6 +67,7 @@ from stark_mcp.tree.anchors import adherence, strip_anchor_lines, validate_plan
 from stark_mcp.usercode.request import ProblemRequest
 
 MAX_BUDGET = 10_000
+MEMORY_ENTRIES = 3  # lessons of similar problems the plan role reads
 PerShape = dict[str, dict[str, TimingStats]]  # baseline name -> shape label -> stats
 
 log = logging.getLogger(__name__)
@@ -73,10 +76,16 @@ log = logging.getLogger(__name__)
 class RunService(RunReads):
     """Create runs, select, build contexts, evaluate and record attempts (and read, as ``RunReads``)."""
 
-    def __init__(self, store: Store, evaluator: Executor, templates: PromptTemplates | None = None) -> None:
+    def __init__(
+        self, store: Store, evaluator: Executor, templates: PromptTemplates | None = None, *,
+        memory: bool = False,
+    ) -> None:
         super().__init__(store)
         self.evaluator = evaluator
         self.templates = templates or packaged()
+        # Memory across runs (stark_mcp/memory): a finished run's lesson is kept, and the plan role
+        # reads the most similar problems' lessons.
+        self.memory = memory
         # Serializes the budget check with the insert for clients of this process (across
         # processes a budget can be overrun by the attempts in flight), and the insert with the
         # filling in of late baselines, so no node misses them.
@@ -383,10 +392,14 @@ class RunService(RunReads):
                 tree, node_id, window_role, step_rng(run.seed, len(tree) - 1 if step is None else step),
                 top_r=config.top_r, cap=config.window_cap,
             )
+        similar = None
+        if role == "plan" and self.memory:
+            relevant = rank(await self.memories(), run.problem.source, MEMORY_ENTRIES, exclude_run=run_id)
+            similar = render_entries(relevant) or None
         return render_prompt(
             role, problem=run.problem, tree=tree, node_id=node_id, window_ids=window_ids,
             device=run.device, plan=plan, focus=focus, templates=self.templates, anchored=anchored,
-            language=run.language,
+            language=run.language, memories=similar,
         )
 
     # ---- evaluation and recording ------------------------------------------------------------
@@ -454,6 +467,8 @@ class RunService(RunReads):
                 await self.mark_running(run_id, owner)
             else:
                 await self.store.update_run(run_id, status=status)
+            if status == "finished" and self.memory:
+                await self.remember(run_id)
         return node
 
     # ---- who drives a running run (owners.py) ----------------------------------------------
@@ -484,6 +499,22 @@ class RunService(RunReads):
             if current == owner and await self.store.interrupt_owned(run_id, owner):
                 marked.append(run_id)
         return marked
+
+    # ---- memory across runs -------------------------------------------------------------------
+
+    async def remember(self, run_id: str) -> MemoryEntry | None:
+        """Keep what ``run_id`` learned (replacing an earlier entry of it); None without attempts."""
+        run = await self.store.get_run(run_id)
+        entry = lesson_of(run, await self.store.nodes(run_id), time.time())
+        if entry is not None:
+            await self.store.save_memory(
+                run_id, entry.problem_hash, entry.model_dump_json(), entry.created_at
+            )
+        return entry
+
+    async def clear_memory(self) -> int:
+        """Forget every run's lesson; returns how many there were."""
+        return await self.store.clear_memory()
 
     async def profile_node(
         self, run_id: str, node_id: str, *, progress: Progress | None = None

@@ -101,7 +101,7 @@ async def open_service(
         await Store.open(settings.database) as store,
         open_evaluator(settings, eval_settings) as evaluator,
     ):
-        service = RunService(store, evaluator, templates)
+        service = RunService(store, evaluator, templates, memory=settings.memory)
         await service.interrupt_orphaned_runs()  # runs left 'running' by a process that is gone
         try:
             yield service

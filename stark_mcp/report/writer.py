@@ -21,6 +21,7 @@ from stark_mcp.orchestrator.run_service import RunService
 from stark_mcp.report.errors import ReportError
 from stark_mcp.report.html import render_html
 from stark_mcp.report.plots import plot_best_so_far, plot_run, plot_speedup_distribution, plot_success_fast_p
+from stark_mcp.report.runs import runs_manifest, runs_rows
 from stark_mcp.report.tables import render_markdown, report_document
 
 BENCH_FILES = (
@@ -73,6 +74,21 @@ def _documents(out: Path, rows: Sequence[ResultRow], notes: list[str]) -> Iterat
             yield RunDocument.model_validate(read_json_gz(path))
         except ValueError as exc:
             raise ReportError(f"{path} is not a run document: {exc}") from None
+
+
+async def write_runs_report(service: RunService, run_ids: Sequence[str], out: Path) -> ReportFiles:
+    """report.json, report.md and report.html of runs from the store (driven through MCP, say),
+    with the tables of a benchmark's report (``report/runs.py``)."""
+    if not run_ids:
+        raise ReportError("no run ids given")
+    documents = [await load_run_document(service, run_id) for run_id in dict.fromkeys(run_ids)]
+    rows = runs_rows(documents)
+    report = report_document(runs_manifest(documents, rows), rows)
+    write_atomic(out / "report.json", json.dumps(report, indent=2, allow_nan=False) + "\n")
+    write_atomic(out / "report.md", render_markdown(report, rows))
+    subtitle = f"{len(rows)} runs · {', '.join(report['devices'])}"
+    write_atomic(out / "report.html", render_html(documents, title="stark-mcp runs", subtitle=subtitle))
+    return ReportFiles(out=out, files=[out / name for name in ("report.json", "report.md", "report.html")])
 
 
 async def write_run_report(service: RunService, run_id: str, out: Path) -> ReportFiles:

@@ -152,6 +152,22 @@ MIGRATIONS: tuple[Migration, ...] = (
             """,
         ),
     ),
+    Migration(
+        5,
+        "memory across runs: what each finished run learned, for the planner of a similar problem",
+        (
+            # Not tied to runs by a foreign key: an entry outlives a deleted run (and `memory clear`
+            # removes entries only).
+            """
+            CREATE TABLE memory (
+                run_id TEXT PRIMARY KEY,
+                problem_hash TEXT NOT NULL,
+                entry_json TEXT NOT NULL,
+                created_at REAL NOT NULL
+            )
+            """,
+        ),
+    ),
 )
 
 

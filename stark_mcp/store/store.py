@@ -584,6 +584,34 @@ class Store:
     async def _node_exists(self, run_id: str, node_id: str | None) -> bool:
         return await self._exists("SELECT 1 FROM nodes WHERE run_id = ? AND id = ?", (run_id, node_id))
 
+    # ---- memory across runs (entries are JSON documents of stark_mcp.memory.MemoryEntry) ----------
+
+    async def save_memory(self, run_id: str, problem_hash: str, entry_json: str, created_at: float) -> None:
+        """Keep (or replace) the entry of ``run_id``."""
+
+        async def work() -> None:
+            await self._conn.execute(
+                "INSERT OR REPLACE INTO memory (run_id, problem_hash, entry_json, created_at) "
+                "VALUES (?, ?, ?, ?)", (run_id, problem_hash, entry_json, created_at),
+            )
+
+        await run_write(self._conn, self._lock, work)
+
+    async def memory_entries(self) -> list[str]:
+        """Every entry's JSON, oldest first."""
+        async with self._lock:
+            rows = await self._all("SELECT entry_json FROM memory ORDER BY created_at, run_id", ())
+        return [row[0] for row in rows]
+
+    async def clear_memory(self) -> int:
+        """Forget every entry; returns how many there were."""
+
+        async def work() -> int:
+            cursor = await self._conn.execute("DELETE FROM memory")
+            return cursor.rowcount
+
+        return await run_write(self._conn, self._lock, work)
+
     async def _one(self, sql: str, params: Iterable[Any]) -> sqlite3.Row | None:
         async with self._conn.execute(sql, tuple(params)) as cur:
             return await cur.fetchone()
