@@ -22,6 +22,9 @@ from stark_mcp.server.prompts import register_prompts
 from stark_mcp.server.report_resource import register_report_resource
 from stark_mcp.server.resources import register_resources
 from stark_mcp.server.state import AppState, BackendFactory, SharedState
+from stark_mcp.server.tasks.extension import TasksExtension
+from stark_mcp.server.tasks.manager import TaskManager
+from stark_mcp.server.tasks.summary import summarizer
 from stark_mcp.server.tools import register_tools
 
 SERVER_NAME = "stark-mcp"
@@ -48,7 +51,10 @@ def build_server(
 
     async def open_state(stack: AsyncExitStack) -> AppState:
         service = await stack.enter_async_context(open_service(resolved, eval_settings))
-        return AppState(service=service, settings=resolved, backend_factory=make_backend)
+        tasks = TaskManager(service.task_store(), summarize=summarizer(service.budget))
+        await tasks.start()
+        stack.push_async_callback(tasks.aclose)  # closed before the service its tasks use
+        return AppState(service=service, settings=resolved, backend_factory=make_backend, tasks=tasks)
 
     shared = SharedState(open_state)
 
@@ -59,7 +65,7 @@ def build_server(
 
     server: MCPServer[AppState] = MCPServer(
         SERVER_NAME, instructions=INSTRUCTIONS, version=__version__, lifespan=lifespan,
-        log_level=resolved.log_level,
+        log_level=resolved.log_level, extensions=[TasksExtension()],
     )
     register_tools(server)
     register_own_module(server)

@@ -20,6 +20,7 @@ from mcp.server.mcpserver import Context
 from stark_mcp.config import Settings
 from stark_mcp.llm import LLMBackend
 from stark_mcp.orchestrator.run_service import RunService
+from stark_mcp.server.tasks.manager import TaskManager
 
 BackendFactory = Callable[[], LLMBackend]
 
@@ -29,6 +30,7 @@ class AppState:
     service: RunService
     settings: Settings
     backend_factory: BackendFactory
+    tasks: TaskManager | None = None  # the SEP-2663 tasks of this process (server/tasks/)
 
 
 @dataclass

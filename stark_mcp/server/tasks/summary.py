@@ -1,0 +1,63 @@
+"""The one-line ``statusMessage`` of a finished task, as a person reads it in a host's task list.
+
+E.g. ``n7 passed, 2.41x; 12/30 attempts`` for ``add_child`` or
+``optimize r-7kq2mz: 6 attempts, best n9 1.83x; 12/30 attempts; $3.10`` for ``optimize``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from stark_mcp.orchestrator.tasks import TaskRecord
+
+BudgetOf = Callable[[str], Awaitable[int]]
+
+
+def _speedup(speedups: dict[str, Any] | None) -> str:
+    value = (speedups or {}).get("eager")
+    return f", {value:.2f}x" if isinstance(value, int | float) else ""
+
+
+def _used(budget: int | None, left: Any) -> str:
+    if budget is None or not isinstance(left, int):
+        return f"{left} attempts left"
+    return f"{budget - left}/{budget} attempts"
+
+
+def _error_text(result: dict[str, Any]) -> str:
+    texts = [block.get("text", "") for block in result.get("content", []) if isinstance(block, dict)]
+    return " ".join(texts).strip()[:300]
+
+
+def summarizer(budget_of: BudgetOf) -> Callable[[TaskRecord], Awaitable[str]]:
+    """``summarize(record)`` for ``TaskManager``; ``budget_of(run_id)`` reads a run's budget."""
+
+    async def budget(run_id: str | None) -> int | None:
+        return await budget_of(run_id) if run_id else None
+
+    async def summarize(record: TaskRecord) -> str:
+        result = record.result or {}
+        data = result.get("structuredContent") or {}
+        if result.get("isError"):
+            return f"{record.tool} failed: {_error_text(result)}"
+        if record.tool == "add_child":
+            used = _used(await budget(data.get("run_id")), data.get("attempts_left"))
+            return f"{data.get('node_id')} {data.get('status')}{_speedup(data.get('speedups'))}; {used}"
+        if record.tool == "evaluate_kernel":
+            return f"evaluation {data.get('status')}{_speedup(data.get('speedups'))} (not recorded)"
+        if record.tool == "optimize":
+            used = _used(await budget(data.get("run_id")), data.get("attempts_left"))
+            best = data.get("best_node_id")
+            best_text = f", best {best}{_speedup(data.get('best_speedups'))}" if best else ""
+            return (
+                f"optimize {data.get('run_id')}: {data.get('attempts')} attempts{best_text}; {used}; "
+                f"${float(data.get('cost_usd') or 0.0):.2f}"
+            )
+        if record.tool == "create_run":
+            eager = (data.get("baselines_ms") or {}).get("eager")
+            timed = f"; eager {eager:.4g} ms" if isinstance(eager, int | float) else ""
+            return f"run {data.get('run_id')} created, budget {data.get('budget')}{timed}"
+        return f"{record.tool} done"
+
+    return summarize
