@@ -102,6 +102,16 @@ class RunService(RunReads):
     async def budget(self, run_id: str) -> int:
         return (await self.store.get_run(run_id)).budget
 
+    async def extend_budget(self, run_id: str, extra: int) -> RunRecord:
+        """Allow ``extra`` more attempts (the user agreed to spend more on this run)."""
+        if not 1 <= extra <= MAX_BUDGET:
+            raise InvalidInput(f"extra attempts must be between 1 and {MAX_BUDGET}, got {extra}")
+        async with self._record_locks.setdefault(run_id, asyncio.Lock()):
+            run = await self.store.get_run(run_id)
+            if run.budget + extra > MAX_BUDGET:
+                raise InvalidInput(f"a budget above {MAX_BUDGET} attempts is refused")
+            return await self.store.update_run(run_id, budget=run.budget + extra, status="running")
+
     def in_flight(self, run_id: str) -> list[Selection]:
         """The attempts of ``run_id`` this process is evaluating for add_child now."""
         return list(self._in_flight.get(run_id, {}).values())

@@ -34,6 +34,7 @@ from stark_mcp.server.outputs import (
 )
 from stark_mcp.server.progress_relay import relay, search_relay
 from stark_mcp.server.state import app_state
+from stark_mcp.server.tasks.questions import extend_spent_budget
 
 
 def _hints(*, read_only: bool, idempotent: bool, open_world: bool = False) -> ToolAnnotations:
@@ -272,6 +273,7 @@ async def optimize(run_id: RunId, ctx: Context, budget: OptimizeBudget = None) -
         except MissingAPIKey:
             raise ToolError(NO_BACKEND) from None
         await service.get_run(run_id)  # an unknown run fails before any LLM call
+        await extend_spent_budget(service, run_id)  # as a task, a spent budget asks the user
         summary = await run_search(service, run_id, backend, budget=budget, progress=search_relay(ctx))
         left = await service.attempts_left(run_id)
     return OptimizeResult(

@@ -51,7 +51,9 @@ async def update_task(session: ClientSession, task_id: str, responses: dict[str,
     await session.send_request(request, EmptyTaskResult)
 
 
-async def start_tool(session: ClientSession, name: str, arguments: dict[str, Any]) -> CreateTaskResult | CallToolResult:
+async def start_tool(
+    session: ClientSession, name: str, arguments: dict[str, Any]
+) -> CreateTaskResult | CallToolResult:
     """Call a tool and return at once: its task handle, or its result if the server answered inline."""
     result = await session.call_tool(name, arguments, allow_claimed=True)
     if isinstance(result, CreateTaskResult | CallToolResult):
