@@ -14,9 +14,9 @@ from stark_mcp.orchestrator.tasks import TaskRecord
 BudgetOf = Callable[[str], Awaitable[int]]
 
 
-def _speedup(speedups: dict[str, Any] | None) -> str:
+def _speedup(speedups: dict[str, Any] | None, sep: str = ", ") -> str:
     value = (speedups or {}).get("eager")
-    return f", {value:.2f}x" if isinstance(value, int | float) else ""
+    return f"{sep}{value:.2f}x" if isinstance(value, int | float) else ""
 
 
 def _used(budget: int | None, left: Any) -> str:
@@ -49,7 +49,7 @@ def summarizer(budget_of: BudgetOf) -> Callable[[TaskRecord], Awaitable[str]]:
         if record.tool == "optimize":
             used = _used(await budget(data.get("run_id")), data.get("attempts_left"))
             best = data.get("best_node_id")
-            best_text = f", best {best}{_speedup(data.get('best_speedups'))}" if best else ""
+            best_text = f", best {best}{_speedup(data.get('best_speedups'), ' ')}" if best else ""
             return (
                 f"optimize {data.get('run_id')}: {data.get('attempts')} attempts{best_text}; {used}; "
                 f"${float(data.get('cost_usd') or 0.0):.2f}"
