@@ -13,8 +13,12 @@ model writing a kernel does) before each ``add_child``:
     many replies the host writes at once: by default one per slot (sub-agents, or several hosts);
     ``--writers 1`` is one model writing every reply in turn while the evaluations run behind it.
 
-Every attempt is a fresh build (the scripted kernel carries its attempt number in its C++ or CUDA
-source). Target: the tasks host takes at most 0.5x the blocking host's wall time. Prints a markdown
+Every attempt is a fresh evaluation (the scripted kernel carries its attempt number in its code).
+On the CPU the default kernel is cheap (``--kernel torch``: no build, a real check and timing in the
+evaluator's processes); ``--kernel cpp`` makes every attempt a C++ build as well, which on a 2-core
+machine runs one at a time (the evaluator builds on half the cores), so there the hosts differ only
+by the writing the tasks host hides. On a GPU (``--device cuda``) every attempt builds a CUDA
+kernel. Target: the tasks host takes at most 0.5x the blocking host's wall time. Prints a markdown
 table last; writes JSON to ``$OUT/bench_tasks.json`` when ``$OUT`` is set.
 
     python3 tools/bench_tasks.py                        # the real one on the CPU (about 10 minutes)
@@ -48,6 +52,25 @@ TARGET_RATIO = 0.5
 CPU_PROBLEM = ROOT / "examples" / "leaky_clamp" / "problem.py"
 CPU_KERNEL = ROOT / "examples" / "leaky_clamp" / "kernel_cpu.py"
 CUDA_KERNEL = ROOT / "tools" / "candidates" / "gelu_tanh_cuda.py"
+# The cheap CPU kernel for examples/leaky_clamp: torch operators, nothing to build.
+TORCH_KERNEL = '''"""examples/leaky_clamp in one where() and one in-place clamp."""
+
+import torch
+import torch.nn as nn
+
+ATTEMPT = 0
+
+
+class ModelNew(nn.Module):
+    def __init__(self, negative_slope: float, limit: float) -> None:
+        super().__init__()
+        self.negative_slope = negative_slope
+        self.limit = limit
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = torch.where(x > 0, x, x * self.negative_slope)
+        return y.clamp_(-self.limit, self.limit)
+'''
 CUDA_PROBLEM = (1, 88)  # KernelBench L1 88 (GELU, tanh form), read from the JSONL at run time
 INCLUDE = "#include <torch/extension.h>"
 
@@ -68,6 +91,8 @@ def kernelbench_code(path: Path, level: int, problem_id: int) -> str:
 def attempt_source(kernel: str, host: str, number: int) -> str:
     """The scripted reply for one attempt: the kernel, its C++/CUDA source marked with the attempt,
     so each attempt's build is a real one (new code for the build cache)."""
+    if "ATTEMPT = 0" in kernel:
+        return kernel.replace("ATTEMPT = 0", f"ATTEMPT = {number}  # {host} host", 1)
     if INCLUDE not in kernel:
         raise SystemExit(f"the scripted kernel has no '{INCLUDE}' line to mark")
     # A definition, not a comment: the build cache keys on the code and ignores comments.
@@ -177,7 +202,8 @@ async def bench(args: argparse.Namespace, home: Path) -> dict[str, Any]:
         problem = kernelbench_code(args.kernelbench, *CUDA_PROBLEM)
         kernel = CUDA_KERNEL.read_text()
     else:
-        problem, kernel = str(CPU_PROBLEM), CPU_KERNEL.read_text()
+        problem = str(CPU_PROBLEM)
+        kernel = CPU_KERNEL.read_text() if args.kernel == "cpp" else TORCH_KERNEL
     results = {}
     # Warm the caches both hosts share (torch headers, the problem's baselines): not measured.
     async with Client(server(home)) as client:
@@ -192,7 +218,8 @@ async def bench(args: argparse.Namespace, home: Path) -> dict[str, Any]:
         results["blocking"] = await measure("blocking", client, args, kernel, problem)
     ratio = results["tasks"]["wall_s"] / results["blocking"]["wall_s"]
     return {
-        "device": args.device, "attempts": args.attempts, "write_s": args.write_s,
+        "device": args.device, "kernel": "cuda" if args.device == "cuda" else args.kernel,
+        "attempts": args.attempts, "write_s": args.write_s,
         "in_flight": args.in_flight, "writers": args.writers or args.in_flight, "cpus": os.cpu_count(),
         "hosts": results,
         "ratio": round(ratio, 3), "target": TARGET_RATIO, "ok": ratio <= TARGET_RATIO,
@@ -215,7 +242,7 @@ def table(report: dict[str, Any]) -> str:
     rows.append("")
     rows.append(f"tasks / blocking wall time: **{report['ratio']:.2f}x** (target <= {TARGET_RATIO}x): "
                 f"{verdict}; {report['attempts']} attempts, {report['write_s']} s per reply, "
-                f"device {report['device']}, {report['cpus']} CPUs")
+                f"device {report['device']}, kernel {report['kernel']}, {report['cpus']} CPUs")
     return "\n".join(rows)
 
 
@@ -225,6 +252,8 @@ def main() -> None:
     )
     parser.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
     parser.add_argument("--attempts", type=int, default=12)
+    parser.add_argument("--kernel", default="torch", choices=("torch", "cpp"),
+                        help="CPU only: torch operators (no build) or a C++ kernel built per attempt")
     parser.add_argument("--write-s", type=float, default=20.0,
                         help="seconds the host's model takes per reply")
     parser.add_argument("--in-flight", type=int, default=3)
