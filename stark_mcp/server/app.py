@@ -51,7 +51,7 @@ def build_server(
 
     async def open_state(stack: AsyncExitStack) -> AppState:
         service = await stack.enter_async_context(open_service(resolved, eval_settings))
-        tasks = TaskManager(service.task_store(), summarize=summarizer(service.budget))
+        tasks = TaskManager(service.task_store(), summarize=summarizer(service.budget, service.attempts))
         await tasks.start()
         stack.push_async_callback(tasks.aclose)  # closed before the service its tasks use
         return AppState(service=service, settings=resolved, backend_factory=make_backend, tasks=tasks)

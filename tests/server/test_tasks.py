@@ -198,6 +198,9 @@ async def test_eight_concurrent_add_child_tasks_on_a_budget_of_four_record_exact
         refused = [s for s in states if (s.result or {}).get("isError")]
         assert len(recorded) == 4 and len(refused) == 4
         assert all("budget of 4" in (s.status_message or "") for s in refused)
+        for state in recorded:  # recorded out of the budget, and the attempts still in flight
+            assert re.fullmatch(r"n\d [a-z_]+(, [\d.]+x)?; [1-4]/4 attempts(, [1-3] in flight)?",
+                                state.status_message or ""), state.status_message
         children = ok(await client.call_tool("get_node", {"run_id": run_id, "node_id": "n0"}))["children"]
         assert sorted(children) == ["n1", "n2", "n3", "n4"]
         assert sorted(ok(outcome(s))["node_id"] for s in recorded) == ["n1", "n2", "n3", "n4"]

@@ -12,6 +12,7 @@ from typing import Any
 from stark_mcp.orchestrator.tasks import TaskRecord
 
 BudgetOf = Callable[[str], Awaitable[int]]
+RecordedOf = Callable[[str], Awaitable[int]]
 
 
 def _speedup(speedups: dict[str, Any] | None, sep: str = ", ") -> str:
@@ -19,10 +20,13 @@ def _speedup(speedups: dict[str, Any] | None, sep: str = ", ") -> str:
     return f"{sep}{value:.2f}x" if isinstance(value, int | float) else ""
 
 
-def _used(budget: int | None, left: Any) -> str:
-    if budget is None or not isinstance(left, int):
+def _used(budget: int | None, recorded: int | None, left: Any) -> str:
+    """``12/30 attempts``: recorded out of the budget, and how many others are being evaluated
+    (``attempts_left`` counts those as used)."""
+    if budget is None or recorded is None or not isinstance(left, int):
         return f"{left} attempts left"
-    return f"{budget - left}/{budget} attempts"
+    in_flight = budget - left - recorded
+    return f"{recorded}/{budget} attempts" + (f", {in_flight} in flight" if in_flight > 0 else "")
 
 
 def _error_text(result: dict[str, Any]) -> str:
@@ -30,11 +34,15 @@ def _error_text(result: dict[str, Any]) -> str:
     return " ".join(texts).strip()[:300]
 
 
-def summarizer(budget_of: BudgetOf) -> Callable[[TaskRecord], Awaitable[str]]:
-    """``summarize(record)`` for ``TaskManager``; ``budget_of(run_id)`` reads a run's budget."""
+def summarizer(budget_of: BudgetOf, recorded_of: RecordedOf) -> Callable[[TaskRecord], Awaitable[str]]:
+    """``summarize(record)`` for ``TaskManager``; ``budget_of(run_id)`` reads a run's budget and
+    ``recorded_of(run_id)`` its attempts recorded."""
 
-    async def budget(run_id: str | None) -> int | None:
-        return await budget_of(run_id) if run_id else None
+    async def used(data: dict[str, Any]) -> str:
+        run_id = data.get("run_id")
+        if not run_id:
+            return _used(None, None, data.get("attempts_left"))
+        return _used(await budget_of(run_id), await recorded_of(run_id), data.get("attempts_left"))
 
     async def summarize(record: TaskRecord) -> str:
         result = record.result or {}
@@ -42,16 +50,16 @@ def summarizer(budget_of: BudgetOf) -> Callable[[TaskRecord], Awaitable[str]]:
         if result.get("isError"):
             return f"{record.tool} failed: {_error_text(result)}"
         if record.tool == "add_child":
-            used = _used(await budget(data.get("run_id")), data.get("attempts_left"))
-            return f"{data.get('node_id')} {data.get('status')}{_speedup(data.get('speedups'))}; {used}"
+            verdict = f"{data.get('node_id')} {data.get('status')}{_speedup(data.get('speedups'))}"
+            return f"{verdict}; {await used(data)}"
         if record.tool == "evaluate_kernel":
             return f"evaluation {data.get('status')}{_speedup(data.get('speedups'))} (not recorded)"
         if record.tool == "optimize":
-            used = _used(await budget(data.get("run_id")), data.get("attempts_left"))
+            spent = await used(data)
             best = data.get("best_node_id")
             best_text = f", best {best}{_speedup(data.get('best_speedups'), ' ')}" if best else ""
             return (
-                f"optimize {data.get('run_id')}: {data.get('attempts')} attempts{best_text}; {used}; "
+                f"optimize {data.get('run_id')}: {data.get('attempts')} attempts{best_text}; {spent}; "
                 f"${float(data.get('cost_usd') or 0.0):.2f}"
             )
         if record.tool == "create_run":
