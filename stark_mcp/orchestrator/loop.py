@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import random
 import time
 from typing import Any
 
@@ -24,10 +23,9 @@ from stark_mcp.orchestrator.run_service import RunService
 from stark_mcp.orchestrator.strategies import DEFAULT_STRATEGY, STRATEGIES, Strategy, get_strategy
 from stark_mcp.orchestrator.summary import eager_speedup, summarize_run
 from stark_mcp.records import ExchangeRecord, Node, RunOwner, RunRecord, Usage
-from stark_mcp.tree import PolicyConfig, Selection, Tree, leaderboard, select, step_rng
+from stark_mcp.tree import PolicyConfig, Selection, leaderboard, select_around
 
 # Extra draws when a selection would duplicate work already in flight (parallel runs only).
-RESELECT_TRIES = 8
 
 
 def strategy_for(run: RunRecord, requested: str | None) -> Strategy:
@@ -224,22 +222,10 @@ class _Search:
         """The policy's choice for ``step``; in parallel runs, steered off work already in flight."""
         run = self.run_record
         tree = await self.service.tree(run.id)
-        selection = select(tree, self.config, step_rng(run.seed, step))
-        tries = 0
-        while self.config.name == "stark" and tries < RESELECT_TRIES and self._crowded(tree, selection):
-            tries += 1
-            selection = select(tree, self.config, random.Random(f"{run.seed}:{step}:{tries}"))
+        pending = [s for s in self.in_flight.values() if s is not None]
+        selection = select_around(tree, self.config, run.seed, step, pending)
         self.in_flight[step] = selection
         return selection
-
-    def _crowded(self, tree: Tree, selection: Selection) -> bool:
-        pending = [s for s in self.in_flight.values() if s is not None]
-        if selection.action == "debug":
-            return any(p.node_id == selection.node_id for p in pending)
-        if selection.node_id == tree.root.id:
-            in_flight = sum(p.node_id == tree.root.id for p in pending)
-            return len(tree.children(tree.root.id)) + in_flight >= self.config.n_root
-        return False
 
     # ---- bookkeeping ---------------------------------------------------------------------
 

@@ -149,6 +149,17 @@ def _under(root: Path, path: str) -> Path:
     return candidate if candidate.is_absolute() else root / candidate
 
 
+class WouldOverwrite(SpecError):
+    """The problem file exists, was made by stark-mcp and differs: replaced only when asked."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(
+            f"{path} already exists and differs; pass overwrite (--force) to replace it, "
+            "or choose another name or out path"
+        )
+        self.path = path
+
+
 def _refuse_overwrite(out: Path, source: str, overwrite: bool) -> None:
     """Never clobber: an existing file is replaced only when asked and only if this command wrote it."""
     if out.suffix != ".py":
@@ -169,10 +180,7 @@ def _refuse_overwrite(out: Path, source: str, overwrite: bool) -> None:
             "choose another name or out path"
         )
     if not overwrite:
-        raise SpecError(
-            f"{out} already exists and differs; pass overwrite (--force) to replace it, "
-            "or choose another name or out path"
-        )
+        raise WouldOverwrite(out)
 
 
 async def _quiet(done: float, total: float | None, message: str) -> None:

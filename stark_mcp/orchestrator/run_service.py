@@ -38,6 +38,7 @@ from stark_mcp.orchestrator.own_module import CreatedProblem, create_problem
 from stark_mcp.orchestrator.owners import owner_alive, this_process
 from stark_mcp.orchestrator.reads import RunReads
 from stark_mcp.orchestrator.roots import AllowedRoots
+from stark_mcp.orchestrator.tasks import TaskStore
 from stark_mcp.problems import Problem, source_hash
 from stark_mcp.progress import Progress
 from stark_mcp.records import (
@@ -60,7 +61,7 @@ from stark_mcp.tree import (
     Selection,
     context_window,
     recent_window,
-    select,
+    select_around,
     step_rng,
 )
 from stark_mcp.tree.anchors import adherence, strip_anchor_lines, validate_plan
@@ -102,6 +103,36 @@ class RunService(RunReads):
         # Compute costs 6-18 s, more than the rest of a re-evaluation): (run id, node id) -> task.
         # build_context waits for a run's, since the roles read them.
         self._node_profiles: dict[tuple[str, str], asyncio.Task[None]] = {}
+        # Attempts being evaluated by add_child, per run: each holds one unit of the budget from
+        # the moment it is accepted (so N concurrent submissions on K attempts left evaluate at
+        # most K) and steers select_node off the work it duplicates (tree/in_flight.py).
+        self._in_flight: dict[str, dict[int, Selection]] = {}
+        self._reservations = 0
+
+    def task_store(self) -> TaskStore:
+        """The MCP tasks' table in this service's database."""
+        return TaskStore(self.store)
+
+    async def budget(self, run_id: str) -> int:
+        return (await self.store.get_run(run_id)).budget
+
+    async def extend_budget(self, run_id: str, extra: int) -> RunRecord:
+        """Allow ``extra`` more attempts (the user agreed to spend more on this run)."""
+        if not 1 <= extra <= MAX_BUDGET:
+            raise InvalidInput(f"extra attempts must be between 1 and {MAX_BUDGET}, got {extra}")
+        async with self._record_locks.setdefault(run_id, asyncio.Lock()):
+            run = await self.store.get_run(run_id)
+            if run.budget + extra > MAX_BUDGET:
+                raise InvalidInput(f"a budget above {MAX_BUDGET} attempts is refused")
+            return await self.store.update_run(run_id, budget=run.budget + extra, status="running")
+
+    def in_flight(self, run_id: str) -> list[Selection]:
+        """The attempts of ``run_id`` this process is evaluating for add_child now."""
+        return list(self._in_flight.get(run_id, {}).values())
+
+    async def attempts_left(self, run_id: str) -> int:
+        """Attempts the budget still allows, those in flight counted as used."""
+        return max(0, await super().attempts_left(run_id) - len(self._in_flight.get(run_id, {})))
 
     async def aclose(self) -> None:
         """Cancel the baselines still being timed; their runs keep them pending, and the next
@@ -356,8 +387,15 @@ class RunService(RunReads):
         attempts = len(tree) - 1
         if attempts >= run.budget:
             raise BudgetExhausted(f"run {run_id} has used its budget of {run.budget} attempts")
-        return select(tree, PolicyConfig(**run.policy),
-            step_rng(run.seed, attempts if step is None else step))
+        pending = self.in_flight(run_id)
+        if attempts + len(pending) >= run.budget:
+            raise BudgetExhausted(
+                f"run {run_id}: the {run.budget - attempts} attempts left of its budget of {run.budget} "
+                "are all being evaluated; wait for one of them to finish"
+            )
+        # Attempts in flight shift the step, so a second pick on the same tree draws afresh.
+        at = attempts + len(pending) if step is None else step
+        return select_around(tree, PolicyConfig(**run.policy), run.seed, at, pending)
 
     async def build_context(
         self, run_id: str, node_id: str, role: str, plan: str | None = None,
@@ -449,14 +487,22 @@ class RunService(RunReads):
         if action == Action.DEBUG.value and plan is None:
             plan = parent.plan  # Algorithm 1: a debug child keeps its parent's plan and anchors
         in_spans = _adherence(plan, parent, source) if action == Action.PLAN.value else None
-        evaluation = await self._reuse_or_evaluate(run, source, evaluation_id, progress, profile=False)
-        async with self._record_locks.setdefault(run_id, asyncio.Lock()):
-            await self._require_budget(run)
-            evaluation = await self._with_known_baselines(run_id, evaluation)
-            node = await self.store.add_node(
-                run_id, parent_id=parent_id, action=Action(action), source=source, plan=plan,
-                evaluation=evaluation, usage=usage, adherence=in_spans,
-            )
+        lock = self._record_locks.setdefault(run_id, asyncio.Lock())
+        async with lock:
+            await self._require_budget(run, in_flight=True)
+            token = self._reserve(run_id, parent_id, action)
+        try:
+            evaluation = await self._reuse_or_evaluate(run, source, evaluation_id, progress, profile=False)
+            async with lock:
+                await self._require_budget(run)
+                evaluation = await self._with_known_baselines(run_id, evaluation)
+                node = await self.store.add_node(
+                    run_id, parent_id=parent_id, action=Action(action), source=source, plan=plan,
+                    evaluation=evaluation, usage=usage, adherence=in_spans,
+                )
+                self._release(run_id, token)  # recorded: the attempt now counts as a node
+        finally:
+            self._release(run_id, token)  # refused, failed or cancelled: the unit goes back
         if exchange_ids:
             await self.store.attach_exchanges(run_id, list(exchange_ids), node.id)
         if _profiles_passing(run, self.evaluator.settings, node.evaluation):
@@ -534,12 +580,35 @@ class RunService(RunReads):
 
     # ---- helpers ----------------------------------------------------------------------------
 
-    async def _require_budget(self, run: RunRecord) -> None:
-        if await self.attempts(run.id) >= run.budget:
+    async def _require_budget(self, run: RunRecord, *, in_flight: bool = False) -> None:
+        """Refuse an attempt beyond the budget; ``in_flight`` counts the attempts being evaluated."""
+        recorded = await self.attempts(run.id)
+        pending = len(self._in_flight.get(run.id, {})) if in_flight else 0
+        if recorded >= run.budget:
             raise BudgetExhausted(
                 f"run {run.id} has used its budget of {run.budget} attempts; read the leaderboard "
                 "and export the best kernel, or start a new run"
             )
+        if recorded + pending >= run.budget:
+            raise BudgetExhausted(
+                f"run {run.id} has used its budget of {run.budget} attempts: {recorded} recorded and "
+                f"{pending} being evaluated now; wait for those to finish"
+            )
+
+    def _reserve(self, run_id: str, parent_id: str, action: str) -> int:
+        self._reservations += 1
+        self._in_flight.setdefault(run_id, {})[self._reservations] = Selection(
+            node_id=parent_id, action="debug" if action == Action.DEBUG.value else "plan",
+            reason="an add_child being evaluated",
+        )
+        return self._reservations
+
+    def _release(self, run_id: str, token: int) -> None:
+        held = self._in_flight.get(run_id)
+        if held is not None:
+            held.pop(token, None)
+            if not held:
+                del self._in_flight[run_id]
 
     async def _reuse_or_evaluate(
         self,

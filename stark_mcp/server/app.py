@@ -27,6 +27,9 @@ from stark_mcp.server.prompts import register_prompts
 from stark_mcp.server.report_resource import register_report_resource
 from stark_mcp.server.resources import register_resources
 from stark_mcp.server.state import AppState, BackendFactory, SharedState
+from stark_mcp.server.tasks.extension import TasksExtension
+from stark_mcp.server.tasks.manager import TaskManager
+from stark_mcp.server.tasks.summary import summarizer
 from stark_mcp.server.tools import register_tools
 
 SERVER_NAME = "stark-mcp"
@@ -60,7 +63,12 @@ def build_server(
 
     async def open_state(stack: AsyncExitStack) -> AppState:
         service = await stack.enter_async_context(open_service(resolved, eval_settings))
-        return AppState(service=service, settings=resolved, backend_factory=make_backend, roots=allowed)
+        tasks = TaskManager(service.task_store(), summarize=summarizer(service.budget, service.attempts))
+        await tasks.start()
+        stack.push_async_callback(tasks.aclose)  # closed before the service its tasks use
+        return AppState(
+            service=service, settings=resolved, backend_factory=make_backend, roots=allowed, tasks=tasks
+        )
 
     shared = SharedState(open_state)
 
@@ -79,7 +87,7 @@ def build_server(
 
     server: MCPServer[AppState] = MCPServer(
         SERVER_NAME, instructions=INSTRUCTIONS, version=__version__, lifespan=lifespan,
-        log_level=resolved.log_level,
+        log_level=resolved.log_level, extensions=[TasksExtension()],
     )
     register_tools(server)
     register_own_module(server)

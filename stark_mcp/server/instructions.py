@@ -26,6 +26,17 @@ The loop (STARK: plan / code / debug roles over a tree of attempts):
 3. leaderboard(run_id) for the fastest correct nodes, export_kernel(run_id) for a runnable file
    (for a problem made by create_problem: a drop-in module for the user's package).
 
+Keep several attempts in flight when your client runs MCP tasks (io.modelcontextprotocol/tasks;
+Claude Code does): create_run, evaluate_kernel, add_child, profile_kernel, optimize and
+create_problem then return a task at once, its statusMessage says what it is doing
+("child of n3: build 18 s", then "n7 passed, 2.41x; 12/30 attempts"), and it ends with the tool's
+result. Pipeline: submit add_child, then call select_node and write the next attempt while the last
+one builds; keep up to 3 going. select_node steers off attempts in flight (no node is repaired
+twice at once), and attempts in flight count against the budget, so add_child refuses one more
+than it allows. Without tasks each call blocks, reporting progress, and the loop above is serial.
+A task that needs the user (optimize on a spent budget, create_problem over an existing file) asks
+through input_required.
+
 Also: list_runs, get_node, and optimize(run_id, budget) which runs the whole loop inside the server
 when it has an LLM API key. On a GPU every passing attempt is profiled per kernel just after
 add_child returns (get_node shows it once kept; build_context waits for it, and the plan prompt

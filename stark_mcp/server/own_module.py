@@ -13,10 +13,16 @@ from mcp.server.mcpserver.prompts.base import UserMessage
 from mcp.types import ToolAnnotations
 from pydantic import Field
 
-from stark_mcp.orchestrator.own_module import CreatedProblem, optimize_module_prompt, problem_request
+from stark_mcp.orchestrator.own_module import (
+    CreatedProblem,
+    WouldOverwrite,
+    optimize_module_prompt,
+    problem_request,
+)
 from stark_mcp.server.errors import prompt_errors, tool_errors
 from stark_mcp.server.progress_relay import relay
 from stark_mcp.server.state import app_state
+from stark_mcp.server.tasks.questions import confirm_overwrite
 from stark_mcp.usercode.specs import InputSpec
 
 WRITES_FILE = ToolAnnotations(
@@ -113,9 +119,18 @@ async def create_problem(
             out=out,
             overwrite=overwrite,
         )
-        created = await state.service.create_problem(
-            request, device=device or state.settings.device, progress=relay(ctx), roots=state.roots
-        )
+        try:
+            created = await state.service.create_problem(
+                request, device=device or state.settings.device, progress=relay(ctx), roots=state.roots
+            )
+        except WouldOverwrite as exc:
+            # As a task, the user decides (input_required); otherwise the refusal stands.
+            if not await confirm_overwrite(str(exc.path)):
+                raise
+            created = await state.service.create_problem(
+                request.model_copy(update={"overwrite": True}), device=device or state.settings.device,
+                progress=relay(ctx), roots=state.roots,
+            )
     return ProblemCreated(
         **created.model_dump(),
         next=f"Show the user the input sets (shapes), then call create_run(problem={created.path!r}).",

@@ -14,6 +14,7 @@ from mcp.server.mcpserver import Context
 
 from stark_mcp.orchestrator.events import SearchEvent, SearchProgress, describe_event
 from stark_mcp.progress import Progress
+from stark_mcp.server.tasks.manager import current_task
 
 
 class MonotonicProgress:
@@ -45,7 +46,12 @@ def relay(ctx: Context) -> Progress:
     """A core progress callback that reports to the calling client (a no-op if it asked for none)."""
     scale = MonotonicProgress()
 
+    task = current_task()
+
     async def report(done: float, total: float | None, message: str) -> None:
+        if task is not None:  # a task's request was answered long ago: progress is its status
+            task.phase(message)
+            return
         value, scaled_total = scale.step(done, total)
         await ctx.report_progress(value, scaled_total, message)
 
@@ -79,8 +85,12 @@ class AttemptProgress:
 def search_relay(ctx: Context) -> SearchProgress:
     """A loop progress callback that reports each search event to the calling client."""
     scale = AttemptProgress()
+    task = current_task()
 
     async def report(event: SearchEvent) -> None:
+        if task is not None:
+            task.phase(f"attempt {event.attempt}/{event.target}: {describe_event(event)}")
+            return
         scaled = scale.step(event.attempt, event.target)
         if scaled is not None:
             await ctx.report_progress(scaled[0], scaled[1], describe_event(event))

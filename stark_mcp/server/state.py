@@ -23,6 +23,7 @@ from stark_mcp.orchestrator.owners import close_session, open_session
 from stark_mcp.orchestrator.roots import AllowedRoots
 from stark_mcp.orchestrator.run_service import RunService
 from stark_mcp.records import RunOwner
+from stark_mcp.server.tasks.manager import TaskManager
 
 BackendFactory = Callable[[], LLMBackend]
 
@@ -36,6 +37,7 @@ class AppState:
     # This connection's claim on the runs it makes run (a lifespan is one connection over stdio and
     # in process; over HTTP one for all sessions, released when the server stops).
     owner: RunOwner | None = None
+    tasks: TaskManager | None = None  # the SEP-2663 tasks of this process (server/tasks/)
 
 
 @dataclass

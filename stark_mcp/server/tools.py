@@ -35,6 +35,7 @@ from stark_mcp.server.outputs import (
 )
 from stark_mcp.server.progress_relay import relay, search_relay
 from stark_mcp.server.state import app_state, run_owner
+from stark_mcp.server.tasks.questions import extend_spent_budget
 
 
 def _hints(*, read_only: bool, idempotent: bool, open_world: bool = False) -> ToolAnnotations:
@@ -283,6 +284,7 @@ async def optimize(
         except MissingAPIKey:
             raise ToolError(NO_BACKEND) from None
         await service.get_run(run_id)  # an unknown run fails before any LLM call
+        await extend_spent_budget(service, run_id)  # as a task, a spent budget asks the user
         summary = await run_search(
             service, run_id, backend, budget=budget, progress=search_relay(ctx),
             limits=Limits(stop_at_sol=stop_at_sol), owner=run_owner(ctx),

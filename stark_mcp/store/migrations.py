@@ -168,6 +168,34 @@ MIGRATIONS: tuple[Migration, ...] = (
             """,
         ),
     ),
+    Migration(
+        6,
+        "MCP tasks (SEP-2663): long tool calls a client polls, kept across restarts",
+        (
+            # One row per task handle. result_json / error_json hold the wire objects tasks/get
+            # returns inline; owner_json names the process running it (host, pid, boot token), so
+            # a restarted server can tell its dead predecessor's tasks from a live neighbour's.
+            """
+            CREATE TABLE tasks (
+                id TEXT PRIMARY KEY,
+                tool TEXT NOT NULL,
+                arguments_json TEXT NOT NULL,
+                run_id TEXT,
+                status TEXT NOT NULL,
+                status_message TEXT,
+                input_requests_json TEXT,
+                result_json TEXT,
+                error_json TEXT,
+                owner_json TEXT NOT NULL,
+                ttl_ms INTEGER,
+                poll_interval_ms INTEGER NOT NULL,
+                created_at REAL NOT NULL,
+                updated_at REAL NOT NULL
+            )
+            """,
+            "CREATE INDEX tasks_by_status ON tasks (status)",
+        ),
+    ),
 )
 
 

@@ -161,6 +161,7 @@ class Store:
         baselines: dict[str, TimingStats] | None = None,
         config: dict[str, Any] | None = None,
         pending_baselines: Sequence[str] | None = None,
+        budget: int | None = None,
     ) -> RunRecord:
         """Set the given fields (``config`` replaces the whole dict) and bump ``updated_at``."""
 
@@ -175,6 +176,8 @@ class Store:
                 changes["config"] = config
             if pending_baselines is not None:
                 changes["pending_baselines"] = list(pending_baselines)
+            if budget is not None:
+                changes["budget"] = budget
             # Re-validate so a bad status is refused here, not stored and found later.
             try:
                 updated = RunRecord.model_validate({**current.model_dump(), **changes})
@@ -183,7 +186,7 @@ class Store:
             await self._conn.execute(
                 "UPDATE runs SET status = :status, baselines_json = :baselines_json,"
                 " config_json = :config_json, pending_baselines_json = :pending_baselines_json,"
-                " updated_at = :updated_at WHERE id = :id",
+                " budget = :budget, updated_at = :updated_at WHERE id = :id",
                 codec.run_columns(updated),
             )
             return updated

@@ -17,6 +17,7 @@ from stark_mcp.tree.anchors import (
 from stark_mcp.tree.config import PolicyConfig, PolicyName, Role, Selection
 from stark_mcp.tree.eligibility import eligible, is_dead
 from stark_mcp.tree.errors import AnchorError, NothingEligible, TreeError
+from stark_mcp.tree.in_flight import crowded, select_around
 from stark_mcp.tree.leaderboard import leaderboard
 from stark_mcp.tree.policies import select
 from stark_mcp.tree.seeding import step_rng
@@ -40,11 +41,13 @@ __all__ = [
     "Tree",
     "TreeError",
     "context_window",
+    "crowded",
     "eligible",
     "is_dead",
     "leaderboard",
     "recent_window",
     "select",
+    "select_around",
     "step_rng",
     "window_candidates",
 ]
