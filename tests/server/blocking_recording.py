@@ -58,6 +58,11 @@ _VOLATILE = [
     (re.compile(r"\"(samples|calls|timed_calls|checked_calls|launches|runs)\": \d+"), r'"\1": <int>'),
     (re.compile(r"/tmp/[^\"\s\\]+"), "<tmp>"),
     (re.compile(r"\d+ samples"), "<int> samples"),
+    # The speed-of-light line: the fraction, headroom and peaks measured on this machine, and when.
+    (re.compile(r"\d+% of the (memory|compute) roofline"), r"<int>% of the \1 roofline"),
+    (re.compile(r"\d+x headroom"), "<int>x headroom"),
+    (re.compile(r"\d+ [GT]FLOP/s"), "<int> FLOP/s"),
+    (re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ"), "<date>"),
 ]
 
 

@@ -19,7 +19,7 @@ from mcp import Client, StdioServerParameters
 from stark_mcp.server.tasks.client import TasksClient, get_task, outcome, start_tool, wait_task
 from stark_mcp.server.tasks.wire import CreateTaskResult
 
-from .support import PROBLEM, ok, processes_named, sleeper, source
+from .support import FIXTURES, PROBLEM, ok, processes_named, sleeper, source
 from .test_http import free_port, wait_listening
 from .test_stdio import server_env
 
@@ -29,6 +29,7 @@ pytestmark = pytest.mark.anyio
 def serve_http(home: Path, port: int) -> subprocess.Popen[str]:
     return subprocess.Popen(
         [sys.executable, "-m", "stark_mcp", "serve", "--http", "--host", "127.0.0.1", "--port", str(port),
+         "--root", str(FIXTURES),
          "--baselines", "eager"],
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=server_env(home), cwd=home, text=True,
     )
@@ -100,7 +101,8 @@ async def test_a_server_killed_mid_task_answers_for_its_tasks_after_a_restart(tm
 @pytest.mark.slow  # starts processes: handed out early, not at the run's end
 async def test_tasks_over_stdio(tmp_path: Path) -> None:
     params = StdioServerParameters(
-        command=sys.executable, args=["-m", "stark_mcp", "serve", "--baselines", "eager"],
+        command=sys.executable,
+        args=["-m", "stark_mcp", "serve", "--baselines", "eager", "--root", str(FIXTURES)],
         env=server_env(tmp_path), cwd=str(tmp_path),
     )
     async with Client(params, extensions=[TasksClient(poll_cap_s=0.1)]) as client:
