@@ -203,7 +203,8 @@ def server(home: Path, baselines: str) -> StdioServerParameters:
     }
     return StdioServerParameters(
         command=sys.executable,
-        args=["-m", "stark_mcp", "serve", "--baselines", baselines],
+        # The problems lie beside the server's home, in the benchmark's work folder: a root of its own.
+        args=["-m", "stark_mcp", "serve", "--baselines", baselines, "--root", str(home.parent)],
         env=env,
         cwd=str(home),
     )
