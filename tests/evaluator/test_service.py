@@ -2,6 +2,7 @@
 
 import asyncio
 import os
+import re
 import time
 
 import pytest
@@ -112,7 +113,8 @@ def runner_pids(root: int | None = None) -> set[int]:
         frontier = {pid for pid, parent in parents.items() if parent in frontier} - ours
         ours |= frontier
     if root is not None:  # a forked runner is the zygote's child, in a cgroup under its worker's
-        ours |= {pid for pid in runners if f"/stark-{root}/" in _cgroup_of(pid)}
+        # (named stark-<pid>-<start time> by the machine-wide claims; stark-<pid> before them)
+        ours |= {pid for pid in runners if re.search(rf"/stark-{root}[-/]", _cgroup_of(pid))}
     return runners & ours
 
 
