@@ -140,6 +140,11 @@ async def test_an_evaluation_never_waits_for_a_compile_baseline(tmp_path: Path) 
     candidate = (FIXTURES / "torch_ok.py").read_text()
     async with Evaluator(tmp_path / "cache", settings, toolchain_dir=shared_toolchain()) as ev:
         await ev.check_problem(problem, device="cpu")  # a warm worker, as after create_run's eager
+        # create_run also states the root's speed of light, so the problem's counts and the device's
+        # peaks are cached before its compile baselines start (each is a job of its own on the slot).
+        warm = await ev.evaluate(problem, candidate, device="cpu", use_cache=False,
+                                 settings=settings.model_copy(update={"baselines": ("eager",)}))
+        assert warm.passed and warm.sol is not None, warm.message
         with background():
             late = asyncio.create_task(
                 ev.baseline_shapes(problem, device="cpu", which=["compile_default"])
