@@ -59,9 +59,10 @@ _VOLATILE = [
     (re.compile(r"/tmp/[^\"\s\\]+"), "<tmp>"),
     (re.compile(r"\d+ samples"), "<int> samples"),
     # The speed-of-light line: the fraction, headroom and peaks measured on this machine, and when.
-    (re.compile(r"\d+% of the (memory|compute) roofline"), r"<int>% of the \1 roofline"),
-    (re.compile(r"\d+x headroom"), "<int>x headroom"),
-    (re.compile(r"\d+ [GT]FLOP/s"), "<int> FLOP/s"),
+    (re.compile(r"(?:<float>|\d+)% of the (memory|compute) roofline"), r"<n>% of the \1 roofline"),
+    (re.compile(r"(?:<float>|\d+)x headroom"), "<n>x headroom"),
+    # A rate prints with decimals below 100 and without above: "69.5 GFLOP/s", "109 GFLOP/s".
+    (re.compile(r"(?:<float>|\d+) [GMT]?(FLOP|B)/s"), r"<rate> \1/s"),
     (re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ"), "<date>"),
 ]
 
