@@ -132,3 +132,21 @@ async def test_a_changed_dependency_turns_a_cached_pass_into_a_fresh_evaluation(
         upgraded = await ev.evaluate(problem, CANDIDATE, device="cpu")
         assert not upgraded.cached and upgraded.reevaluated
         assert "torch changed" in upgraded.reevaluated and upgraded.status is Status.PASSED
+
+
+@pytest.mark.slow  # starts processes: handed out early, not at the run's end
+def test_eval_says_the_users_module_changed_instead_of_answering_from_the_cache(tmp_path: Path) -> None:
+    from tests.evaluator.test_cli import run_cli
+
+    root = user_project(tmp_path)
+    problem, candidate = tmp_path / "problem.py", tmp_path / "candidate.py"
+    problem.write_text(PROBLEM.format(root=str(root)))
+    candidate.write_text(CANDIDATE)
+    args = (str(problem), str(candidate), "--device", "cpu", "--baselines", "eager")
+    first = run_cli(*args, home=tmp_path / "home")
+    assert first.stdout.startswith("passed"), first.stdout + first.stderr
+    (root / "mylib" / "layers.py").write_text(LAYERS.format(name="relu"))
+    second = run_cli(*args, home=tmp_path / "home")
+    assert second.stdout.startswith("wrong_output"), second.stdout + second.stderr
+    assert "(cached result)" not in second.stdout
+    assert "re-evaluated: the user's module mylib/layers.py changed since the cached result" in second.stdout
