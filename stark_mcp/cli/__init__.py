@@ -22,6 +22,7 @@ from stark_mcp.cli import (
     run_cmd,
     runs_cmd,
     serve_cmd,
+    verify_cmd,
 )
 from stark_mcp.errors import StarkError
 
@@ -50,7 +51,8 @@ def root(
     # An explicit callback keeps typer from collapsing the app into its only command.
 
 
-for _group in (eval_cmd, run_cmd, runs_cmd, serve_cmd, bench_cmd, report_cmd, doctor_cmd, problem_cmd):
+for _group in (eval_cmd, run_cmd, runs_cmd, serve_cmd, bench_cmd, report_cmd, doctor_cmd, problem_cmd,
+               verify_cmd):
     _group.register(app)
 
 
