@@ -4,6 +4,7 @@ its recorded figures (``orchestrator/verify.py`` says what must hold, and the ex
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 
 import typer
 
@@ -39,6 +40,19 @@ def verify_command(
         )
     typer.echo(render(result))
     raise typer.Exit(result.exit_code)
+
+
+def verify_file(ctx: typer.Context, path: Path) -> None:
+    """``export``'s check of the file it wrote: the report on stderr, exit non-zero unless it holds."""
+    from stark_mcp.orchestrator.session import verify_kernel
+    from stark_mcp.orchestrator.verify import render
+
+    typer.echo(f"verifying {path} (evaluated again from scratch; --no-verify skips this)", err=True)
+    with user_errors():
+        result = asyncio.run(verify_kernel(settings_of(ctx), str(path)))
+    typer.echo(render(result), err=True)
+    if not result.holds:
+        raise typer.Exit(result.exit_code)
 
 
 def register(app: typer.Typer) -> None:

@@ -120,9 +120,9 @@ def evidence_of(run: RunRecord, node: Node) -> Evidence:
 
 
 def evidence_block(evidence: Evidence) -> str:
-    """The block an exported file carries: a module-level literal ``verify`` reads back."""
+    """The block an exported file carries: a module-level literal ``verify`` reads back. The same
+    node always gives the same block (the MCP tool's export and the CLI's are the same file)."""
     data = evidence.model_dump(mode="json", exclude={"problem_source"})
-    data["exported_at"] = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     data["problem_source"] = evidence.problem_source  # last: the long one
     return (
         "\n\n# ---- evidence added by `stark-mcp export`: the recorded figures and what they depend on; "
@@ -146,7 +146,7 @@ def read_evidence(text: str, where: str) -> Evidence:
         ):
             try:
                 data = ast.literal_eval(node.value)
-                return Evidence.model_validate({k: v for k, v in data.items() if k != "exported_at"})
+                return Evidence.model_validate(data)
             except (ValueError, TypeError, SyntaxError, AttributeError, ValidationError) as exc:
                 raise InvalidInput(f"{where}: its {EVIDENCE_NAME} block is malformed: {exc}") from None
     raise InvalidInput(

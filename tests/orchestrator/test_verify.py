@@ -13,8 +13,9 @@ from pathlib import Path
 import pytest
 
 from stark_mcp.evaluator import Evaluator
+from stark_mcp.evaluator.dependencies import evaluator_digest
 from stark_mcp.orchestrator.run_service import RunService
-from stark_mcp.orchestrator.verify import EXIT_DOES_NOT_HOLD, EXIT_HOLDS
+from stark_mcp.orchestrator.verify import EXIT_DOES_NOT_HOLD, EXIT_HOLDS, read_evidence
 from stark_mcp.records import Node, RunRecord
 from stark_mcp.store import Store
 from tests.evaluator.conftest import FAST, FIXTURES, fixture_text
@@ -73,6 +74,27 @@ def test_verify_confirms_an_honest_run_and_flags_an_edited_row(tmp_path: Path) -
     assert f"verify run {run.id} node {node.id}" in honest.stdout
     assert "the recorded figures hold" in honest.stdout and "DOES NOT HOLD" not in honest.stdout
     assert not list(home.glob("verify-*"))  # its fresh cache is gone
+
+    # export verifies the file it wrote, which carries its evidence; verify reads that back.
+    kernel = tmp_path / "best_kernel.py"
+    exported = stark(home, "export", run.id, "--out", str(kernel))
+    assert exported.returncode == EXIT_HOLDS, exported.stdout + exported.stderr
+    assert "the recorded figures hold" in exported.stderr
+    evidence = read_evidence(kernel.read_text(), str(kernel))
+    recorded = node.evaluation
+    assert (evidence.run_id, evidence.node_id) == (run.id, node.id)
+    assert evidence.device_name == recorded.device_name
+    assert evidence.speedups == recorded.speedups and evidence.runtime == recorded.runtime
+    assert evidence.dependencies is not None and evidence.dependencies.evaluator == evaluator_digest()
+    assert evidence.dependencies.torch and evidence.isolation and evidence.recorded_at
+    # The block edited by hand (a speedup ten times larger) no longer holds.
+    text = kernel.read_text()
+    speedup = f"'speedups': {{'eager': {recorded.speedups['eager']!r}}}"
+    assert speedup in text
+    kernel.write_text(text.replace(speedup, f"'speedups': {{'eager': {recorded.speedups['eager'] * 10!r}}}"))
+    forged = stark(home, "verify", str(kernel))
+    assert forged.returncode == EXIT_DOES_NOT_HOLD, forged.stdout + forged.stderr
+    assert f"verify {kernel}" in forged.stdout and "does not follow from the recorded times" in forged.stdout
 
     # Someone with a shell makes the speedup ten times larger: it no longer follows from the times.
     edit(home / "stark.db", run.id, node.id, "$.speedups.eager")
