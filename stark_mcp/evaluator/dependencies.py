@@ -41,10 +41,13 @@ def evaluator_digest() -> str:
     return h.hexdigest()[:16]
 
 
+# Once per process, like the digest (a torch upgraded under a running server is seen when it restarts).
+@functools.cache
 def torch_version() -> str:
     return probe.torch_version()
 
 
+@functools.cache
 def cuda_version() -> str | None:
     values = probe.torch_build() or {}
     cuda = values.get("cuda") or values.get("hip")
