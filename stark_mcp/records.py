@@ -6,6 +6,8 @@ they live below every package that uses them.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 from enum import StrEnum
 from typing import Any, Literal
@@ -171,6 +173,30 @@ class ProfileReport(BaseModel):
         return kept is None or bool(self.kernels) or not kept.kernels
 
 
+class Dependencies(BaseModel):
+    """Everything a verdict and its times depend on besides the problem's and the candidate's text:
+    a cached result is reused only when all of it is unchanged (docs/evaluator.md, "What a verdict
+    depends on")."""
+
+    model_config = ConfigDict(frozen=True)
+
+    evaluator: str = Field(description="digest of the evaluator's own sources (evaluator/, sol/)")
+    torch: str
+    cuda: str | None = Field(None, description="the CUDA version torch was built with")
+    driver: str | None = Field(None, description="the GPU driver's version (GPU evaluations)")
+    device: str = Field(description="the device's model name")
+    isolation: str
+    settings: dict[str, Any] = Field(default_factory=dict, description="every setting that changes a verdict")
+    user_files: dict[str, str] = Field(
+        default_factory=dict, description="the user's files the problem and candidate import: path -> digest"
+    )
+
+    @property
+    def digest(self) -> str:
+        data = json.dumps(self.model_dump(mode="json"), sort_keys=True)
+        return hashlib.sha256(data.encode()).hexdigest()[:16]
+
+
 class Evaluation(BaseModel):
     """The verdict on one candidate source for one problem on one device.
 
@@ -208,7 +234,11 @@ class Evaluation(BaseModel):
     sol: SolReport | None = Field(
         None, description="the problem's floor on this machine and the fraction reached (docs/sol.md)"
     )
+    dependencies: Dependencies | None = Field(None, description="what this verdict depends on")
     cached: bool = False
+    reevaluated: str | None = Field(
+        None, description="why a cached result for the same texts was not reused (what changed since)"
+    )
 
     @property
     def passed(self) -> bool:

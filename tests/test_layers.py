@@ -66,6 +66,7 @@ def test_the_door_check_sees_a_crossing(module: str) -> None:
 NOT_SETTINGS = {
     "STARK_IMPORT_ROOTS": "a problem file's constant (problems/declarations.py)",
     "STARK_TARGET": "a problem file's constant (problems/declarations.py)",
+    "STARK_EVIDENCE": "an exported kernel's evidence block (orchestrator/verify.py)",
     "STARK_CAPTURE": "read by stark_mcp.capture in the user's own program (usercode/__init__.py)",
 }
 

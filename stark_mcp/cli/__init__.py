@@ -23,6 +23,7 @@ from stark_mcp.cli import (
     run_cmd,
     runs_cmd,
     serve_cmd,
+    verify_cmd,
 )
 from stark_mcp.errors import StarkError
 
@@ -53,6 +54,7 @@ def root(
 
 for _group in (
     eval_cmd, run_cmd, runs_cmd, serve_cmd, bench_cmd, report_cmd, doctor_cmd, problem_cmd, memory_cmd,
+    verify_cmd,
 ):
     _group.register(app)
 

@@ -89,6 +89,8 @@ def summary(ev: Evaluation) -> str:
         lines += trust_lines(ev.trust)
     if ev.cached:
         lines.append("(cached result)")
+    elif ev.reevaluated:
+        lines.append(f"({ev.reevaluated})")
     for phase, text in ev.logs.items():
         if not ev.passed and text:
             lines.append(f"--- {phase} log ---\n{text}")

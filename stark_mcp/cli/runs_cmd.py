@@ -86,8 +86,12 @@ def export_command(
     run_id: str = typer.Argument(..., help="run id"),
     out: Path = typer.Option(..., "--out", help="file to write, in an existing folder"),
     node: str | None = typer.Option(None, "--node", help="node id (default: the best correct node)"),
+    no_verify: bool = typer.Option(
+        False, "--no-verify", help="skip evaluating the written file again against its recorded figures"),
 ) -> None:
-    """Write a correct node's kernel as a runnable .py file with a self-check against the reference."""
+    """Write a correct node's kernel as a runnable .py file with a self-check against the reference and
+    its evidence (the recorded figures), then verify it (``stark-mcp verify FILE``; exit codes as
+    verify's) unless ``--no-verify``."""
     from stark_mcp.orchestrator.session import open_reads
 
     folder = out.parent
@@ -110,6 +114,10 @@ def export_command(
     for warning in warnings:
         typer.echo(f"warning: {warning}", err=True)
     typer.echo(f"wrote {out} (run {run_id}, node {node_id}); run it with: python {out}", err=True)
+    if not no_verify:
+        from stark_mcp.cli.verify_cmd import verify_file
+
+        verify_file(ctx, out)
 
 
 def register(app: typer.Typer) -> None:

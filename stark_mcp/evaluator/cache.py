@@ -1,7 +1,8 @@
 """On-disk caches written only by the parent: evaluation results and baseline timings.
 
 Every entry carries an HMAC (``integrity.py``) and is ignored when it does not verify. Entries are
-keyed by content (problem hash, source hash, device, settings, isolation level), written atomically,
+keyed by content (problem hash, source hash, device, settings, isolation level, and the digest of
+everything else the verdict depends on: ``dependencies.py``), written atomically,
 and never reused when evaluations run at the ``process`` isolation level, where a candidate runs as
 this user and could have written them.
 """
@@ -56,7 +57,7 @@ class _Signed:
 
 
 class ResultCache(_Signed):
-    """``<root>/<problem_hash>/<source_hash>-<device>-<settings_hash>-<isolation>.json``."""
+    """``<root>/<problem_hash>/<source_hash>-<device>-<settings_hash>-<isolation>-<dependencies>.json``."""
 
     def path(self, key: tuple[str, ...]) -> Path:
         problem_hash, *rest = key
@@ -74,14 +75,43 @@ class ResultCache(_Signed):
     def put(self, key: tuple[str, ...], evaluation: Evaluation) -> None:
         if evaluation.status in UNCACHED_STATUSES:
             return
-        self._write(self.path(key), evaluation.model_dump(mode="json", exclude={"cached"}))
+        self._write(self.path(key), evaluation.model_dump(mode="json", exclude={"cached", "reevaluated"}))
+
+    def previous(self, key: tuple[str, ...]) -> Evaluation | None:
+        """The newest valid result for the same problem and source under any other key: what a miss
+        compares its dependencies with, to say what changed."""
+        if not self.reuse:
+            return None
+        own = self.path(key)
+        try:
+            found = sorted(
+                (p for p in own.parent.glob(f"{slug(key[1])}-*.json") if p != own),
+                key=lambda p: p.stat().st_mtime,
+                reverse=True,
+            )
+        except OSError:
+            return None
+        for path in found[:20]:
+            data = self._read(path)
+            if data is None:
+                continue
+            try:
+                return Evaluation.model_validate(data)
+            except ValueError:
+                continue
+        return None
 
 
 class BaselineCache(_Signed):
-    """``<root>/<problem_hash>-<device>-<torch>-<timing_hash>.json``: name -> entry or a missing note."""
+    """``<root>/<problem_hash>-<device>-<torch>-<timing_hash>-<stack>.json``: name -> entry or a missing
+    note; ``stack`` is ``dependencies.stack_tag``: the evaluator's code, CUDA, the driver, the user's
+    files."""
 
-    def path(self, problem_hash: str, device_name: str, torch_version: str, timing_hash: str) -> Path:
-        return self.root / f"{problem_hash}-{slug(device_name)}-{slug(torch_version)}-{timing_hash}.json"
+    def path(
+        self, problem_hash: str, device_name: str, torch_version: str, timing_hash: str, stack: str
+    ) -> Path:
+        name = f"{problem_hash}-{slug(device_name)}-{slug(torch_version)}-{timing_hash}-{stack}.json"
+        return self.root / name
 
     def load(self, path: Path) -> dict[str, dict[str, Any]]:
         data = self._read(path)

@@ -86,15 +86,15 @@ print("STARK-PROBE " + json.dumps(info))
 """
 
 
-def gpu_build() -> bool:
-    """False only when the installed torch was built without CUDA and ROCm (``torch/version.py``, read
-    as text): then no device can be visible and no probe process need import torch to say so."""
+def torch_build() -> dict[str, object] | None:
+    """The constants of the installed torch's ``torch/version.py`` (``cuda``, ``hip``, ``git_version``
+    ...), read as text: no process need import torch to learn them. None when it cannot be read."""
     try:
         spec = importlib.util.find_spec("torch")
         folders = list(spec.submodule_search_locations or []) if spec is not None else []
         tree = python_ast.parse(Path(folders[0], "version.py").read_text())
     except (ImportError, ValueError, IndexError, OSError, SyntaxError):
-        return True  # unknown: ask a probe process
+        return None
     values: dict[str, object] = {}
     for node in tree.body:
         target, value = (
@@ -103,8 +103,15 @@ def gpu_build() -> bool:
         )  # fmt: skip
         if isinstance(target, ast.Name) and isinstance(value, ast.Constant):
             values[target.id] = value.value
-    if "cuda" not in values or "hip" not in values:
-        return True
+    return values
+
+
+def gpu_build() -> bool:
+    """False only when the installed torch was built without CUDA and ROCm (``torch/version.py``, read
+    as text): then no device can be visible and no probe process need import torch to say so."""
+    values = torch_build()
+    if values is None or "cuda" not in values or "hip" not in values:
+        return True  # unknown: ask a probe process
     return values["cuda"] is not None or values["hip"] is not None
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import shutil
 import tempfile
@@ -24,6 +25,7 @@ from stark_mcp.config import default_toolchain_dir
 from stark_mcp.evaluator import assemble, profiles
 from stark_mcp.evaluator.builds import BuildCache, builder_cpus
 from stark_mcp.evaluator.cache import BaselineCache, ResultCache
+from stark_mcp.evaluator.dependencies import changes, dependencies, reevaluated_message, stack_tag
 from stark_mcp.evaluator.errors import EvaluatorError
 from stark_mcp.evaluator.extensions import ExtensionCache
 from stark_mcp.evaluator.gpus import GpuChoice, choose_gpus, parse_gpus, visible_physical
@@ -45,8 +47,9 @@ from stark_mcp.evaluator.static_checks import check_candidate
 from stark_mcp.evaluator.stats import timing_stats
 from stark_mcp.evaluator.workers import WorkerClient, WorkerCrashed, problem_frame
 from stark_mcp.problems import Problem, ProblemError, source_hash
+from stark_mcp.problems.user_files import digest_bytes, user_files
 from stark_mcp.progress import Progress
-from stark_mcp.records import Evaluation, ProfileReport, Status, TimingStats, TrustReport
+from stark_mcp.records import Dependencies, Evaluation, ProfileReport, Status, TimingStats, TrustReport
 from stark_mcp.sol.model import SolReport
 
 _STEPS = {
@@ -254,7 +257,7 @@ class Evaluator:
         if not path.exists():
             path.write_text(problem.source, encoding="utf-8")
         visible = [str(p) for p in getattr(problem, "import_roots", ())]
-        return problem_frame(problem.hash, problem.name, path, settings.worker_dict(), visible)
+        return problem_frame(loaded_key(problem), problem.name, path, settings.worker_dict(), visible)
 
     async def _command(
         self,
@@ -269,13 +272,17 @@ class Evaluator:
     ) -> dict[str, Any]:
         """One worker command on a free worker of the pool, retried on another if its worker crashed."""
 
+        loading = self._problem_frame(problem, settings)
+        if frame.get("key") == problem.hash:  # the problem as loaded with the user's files as they are now
+            frame = {**frame, "key": loading["key"]}
+
         async def job(worker: WorkerClient) -> dict[str, Any]:
             return await worker.command(
                 frame,
                 expect=expect | {"problem_error"},
                 timeout=timeout,
                 on_progress=progress,
-                problem=self._problem_frame(problem, settings),
+                problem=loading,
                 timings=timings,
             )
 
@@ -353,6 +360,16 @@ class Evaluator:
                     f"(chmod o+rx {blocked}) or move the project"
                 )
 
+    async def _dependencies(
+        self, problem: Problem, info: DeviceInfo, settings: EvalSettings, source: str | None = None
+    ) -> Dependencies:
+        """What a verdict on ``problem`` (and ``source``) depends on here (``dependencies.py``)."""
+        isolation = await self.isolation()
+        texts = [problem.source] if source is None else [problem.source, source]
+        return await asyncio.to_thread(
+            dependencies, info, isolation.level, settings, getattr(problem, "import_roots", ()), texts
+        )
+
     # -- baselines -----------------------------------------------------------------------------------
     async def baselines(
         self,
@@ -397,7 +414,8 @@ class Evaluator:
         cache = BaselineCache(
             self.cache_dir / "baselines", self.integrity, reuse=isolation.level != "process"
         )
-        path = cache.path(problem.hash, info.name, info.torch_version, settings.timing_hash)
+        deps = await self._dependencies(problem, info, settings)
+        path = cache.path(problem.hash, info.name, info.torch_version, settings.timing_hash, stack_tag(deps))
         if not time_missing:  # what is cached now; never wait behind a task timing the rest
             entries = cache.load(path)
             return {n: entries[n] for n in names if n in entries}
@@ -461,36 +479,43 @@ class Evaluator:
         asked = time.monotonic()
         info = await self._device(device)
         isolation = await self.isolation()
+        deps = await self._dependencies(problem, info, s, source)
         # a fresh cache probes the device and the sandbox (a process that initialises CUDA: seconds)
         probe_s = time.monotonic() - asked
-        key = (problem.hash, source_hash(source), info.name, s.settings_hash, isolation.level)
+        key = (problem.hash, source_hash(source), info.name, s.settings_hash, isolation.level, deps.digest)
         if not wait_for_baselines:
             key = (*key, "no-wait")
         results = ResultCache(self.cache_dir / "results", self.integrity, reuse=isolation.level != "process")
+        reevaluated = None
         if use_cache:
-            # stored under the first five parts (only a result with every baseline is stored): it
+            # stored under the first six parts (only a result with every baseline is stored): it
             # answers a caller that would not wait for baselines as well
-            hit = await asyncio.to_thread(results.get, key[:5])
+            hit = await asyncio.to_thread(results.get, key[:6])
+            if hit is None:  # a result for the same texts made under other dependencies says what changed
+                before = await asyncio.to_thread(results.previous, key[:6])
+                what = changes(before.dependencies, deps) if before is not None else []
+                reevaluated = reevaluated_message(what) if what else None
             if hit is not None:
                 if s.profile and hit.passed and hit.device == "cuda" and hit.profile is None:
                     # Cached before profiles existed, or with profiling off: the verdict stands, the
                     # profile is added and kept with it.
                     profile = await self.profile(problem, source, device=info.kind, settings=s)
                     hit = hit.model_copy(update={"profile": profile})
-                    await asyncio.to_thread(results.put, key, hit)
+                    await asyncio.to_thread(results.put, key[:6], hit)
                 return hit.model_copy(update={"cached": True})
         shared = self._inflight.get(key)
         if shared is None:
             task = asyncio.create_task(
                 self._evaluate_uncached(
-                    problem, source, info, s, progress, results, key, wait_for_baselines, probe_s
+                    problem, source, info, s, progress, results, key, deps, wait_for_baselines, probe_s
                 )
             )
             shared = self._inflight[key] = _Shared(task)
             task.add_done_callback(lambda _t, k=key, sh=shared: self._forget(k, sh))
         shared.waiters += 1
         try:
-            return await asyncio.shield(shared.task)
+            evaluation = await asyncio.shield(shared.task)
+            return evaluation.model_copy(update={"reevaluated": reevaluated}) if reevaluated else evaluation
         except asyncio.CancelledError:
             if shared.waiters == 1 and not shared.task.done():
                 shared.task.cancel()  # the last caller left: kill the evaluation's processes
@@ -512,6 +537,7 @@ class Evaluator:
         progress: Progress | None,
         results: ResultCache,
         key: tuple[str, ...],
+        deps: Dependencies,
         wait_for_baselines: bool = True,
         probe_s: float = 0.0,
     ) -> Evaluation:
@@ -522,6 +548,7 @@ class Evaluator:
             "problem_hash": problem.hash,
             "source_hash": key[1],
             "settings_hash": s.settings_hash,
+            "dependencies": deps,
         }
 
         async def note(message: str) -> None:
@@ -550,7 +577,7 @@ class Evaluator:
         if progress is not None:
             await progress(_TOTAL, _TOTAL, done_message(evaluation))
         if not any(f.startswith("baseline_pending:") for f in evaluation.flags):
-            await asyncio.to_thread(results.put, key[:5], evaluation)
+            await asyncio.to_thread(results.put, key[:6], evaluation)
         return evaluation
 
     async def _stage(
@@ -702,7 +729,8 @@ class Evaluator:
 
         t0 = time.monotonic()
         try:
-            judged = await self.sol.judge(problem, info, evaluation, ask)
+            deps = evaluation.dependencies or await self._dependencies(problem, info, s)
+            judged = await self.sol.judge(problem, info, evaluation, ask, stack_tag(deps))
         except (WorkerCrashed, ProblemError, EvaluatorError) as exc:
             logs = {**evaluation.logs, "sol": f"no floor: {exc}"[:1500]}
             judged = evaluation.model_copy(update={"logs": logs})
@@ -719,7 +747,8 @@ class Evaluator:
         async def ask(frame: dict[str, Any], expect: set[str], timeout: float) -> dict[str, Any]:
             return await self._command(info, problem, self.settings, frame, expect, timeout)
 
-        return (await self.sol.judge(problem, info, evaluation, ask)).sol
+        deps = await self._dependencies(problem, info, self.settings)
+        return (await self.sol.judge(problem, info, evaluation, ask, stack_tag(deps))).sol
 
     # -- after the verdict: profile and sanitizer (GPU; never change the verdict or a time) ------------
     async def _after_verdict(
@@ -897,6 +926,17 @@ def _job_label(frame: dict[str, Any]) -> str:
     """What a worker command is, as a waiting evaluation names it."""
     cmd = str(frame.get("cmd", "command"))
     return f"baseline {frame['name']}" if cmd == "baseline" and "name" in frame else cmd
+
+
+def loaded_key(problem: Problem) -> str:
+    """What a worker holds a loaded problem under: its hash, and for one that imports the user's code
+    the digests of those files, so that a changed module is imported afresh, never run from the copy
+    a worker loaded before (the worker forgets the old modules: ``trusted/worker.py``)."""
+    roots = getattr(problem, "import_roots", ())
+    if not roots:
+        return problem.hash
+    files = user_files(roots, [problem.source])
+    return f"{problem.hash}-{digest_bytes(json.dumps(files, sort_keys=True).encode())[:8]}"
 
 
 def _add(a: dict[str, float], b: dict[str, float]) -> dict[str, float]:

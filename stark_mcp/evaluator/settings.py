@@ -23,6 +23,32 @@ TIMING_FIELDS = (
 ADVISORY_FIELDS = ("profile", "profile_timeout_s", "profile_max_kernels", "sanitize", "sanitize_timeout_s")
 
 
+class TimingTolerances(BaseModel):
+    """How far the trusted worker lets a candidate's own timing report depart from its trusted clock
+    (``trusted/timing.py``). They change verdicts and times, so they live here, travel to the worker
+    in its settings and are part of every cache key; the reasons for the figures are in
+    ``trusted/worker.py`` (``_session_settings``)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    abs_slack_ms: float = Field(ge=0, description="a report this far below the trusted figure is believed")
+    rel_slack: float = Field(ge=0, lt=1, description="... or this share of the figure, if larger")
+    forged_gap_ms: float = Field(ge=0, description="a report this far below (and below in share) is forged")
+    forged_gap_overheads: float = Field(ge=0, description="... past this many harness overheads as well")
+    min_blocks: int = Field(ge=1, description="timing blocks per runner at least (CPU: measures the drift)")
+    bracket_after_inputs: bool = Field(description="the trusted bracket starts after the inputs are written")
+
+
+GPU_TOLERANCES = TimingTolerances(
+    abs_slack_ms=0.04, rel_slack=0.05, forged_gap_ms=0.25, forged_gap_overheads=0.0, min_blocks=1,
+    bracket_after_inputs=True,
+)  # fmt: skip
+CPU_TOLERANCES = TimingTolerances(
+    abs_slack_ms=0.05, rel_slack=0.15, forged_gap_ms=0.25, forged_gap_overheads=1.0, min_blocks=4,
+    bracket_after_inputs=False,
+)  # fmt: skip
+
+
 class EvalSettings(BaseModel):
     model_config = ConfigDict(frozen=True)
 
@@ -56,6 +82,8 @@ class EvalSettings(BaseModel):
         "(cgroup memory.max; past it: runtime_error (resource)); 0: half the machine's memory",
     )
     implausible_speedup: float = Field(10.0, gt=1)
+    gpu_timing: TimingTolerances = Field(GPU_TOLERANCES, description="timing tolerances on a GPU")
+    cpu_timing: TimingTolerances = Field(CPU_TOLERANCES, description="timing tolerances on the CPU")
     profile: bool = Field(
         True,
         description="GPU: profile the kernels of every passing candidate (ncu, else "

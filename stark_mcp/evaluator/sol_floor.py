@@ -73,6 +73,11 @@ def judged(evaluation: Evaluation, report: SolReport) -> Evaluation:
     return evaluation.model_copy(update=update)
 
 
+def peaks_version(torch_version: str, stack: str) -> str:
+    """What the peaks cache is keyed by besides the device name."""
+    return f"{torch_version}-{stack}" if stack else torch_version
+
+
 class SolFloors:
     """Counts per problem and peaks per device, cached under ``root`` and in memory."""
 
@@ -85,9 +90,11 @@ class SolFloors:
     def _lock(self, key: str) -> asyncio.Lock:
         return self._locks.setdefault(key, asyncio.Lock())
 
-    async def counts(self, problem: Problem, ask: Ask) -> list[dict[str, Any]] | None:
-        async with self._lock(f"counts:{problem.hash}"):
-            cached = await asyncio.to_thread(self.counts_cache.load, problem.hash)
+    async def counts(self, problem: Problem, ask: Ask, stack: str = "") -> list[dict[str, Any]] | None:
+        """``stack``: ``dependencies.stack_tag`` of the evaluation (the counting code, torch, the
+        user's files the reference imports): counts made under another are counted again."""
+        async with self._lock(f"counts:{problem.hash}:{stack}"):
+            cached = await asyncio.to_thread(self.counts_cache.load, problem.hash, stack)
             if cached is not None:
                 return cached
             answer = await ask(
@@ -97,14 +104,17 @@ class SolFloors:
                 log.warning("%s: no floor: %s", problem.name, answer.get("message"))
                 return None
             shapes = _valid_counts(answer.get("shapes"))
-            await asyncio.to_thread(self.counts_cache.store, problem.hash, shapes)
+            await asyncio.to_thread(self.counts_cache.store, problem.hash, shapes, stack)
             return shapes
 
-    async def peaks(self, info: DeviceInfo, ask: Ask) -> Peaks | None:
-        if info.name in self._peaks:
-            return self._peaks[info.name]
-        async with self._lock(f"peaks:{info.name}"):
-            if info.name not in self._peaks:
+    async def peaks(self, info: DeviceInfo, ask: Ask, stack: str = "") -> Peaks | None:
+        """``stack``: keys the measured peaks besides the device name and torch (the driver, CUDA,
+        the calibration code)."""
+        held = f"{info.name}:{stack}"
+        if held in self._peaks:
+            return self._peaks[held]
+        async with self._lock(f"peaks:{held}"):
+            if held not in self._peaks:
 
                 async def measure() -> dict[str, Any]:
                     answer = await ask(
@@ -114,17 +124,21 @@ class SolFloors:
                         raise RuntimeError(str(answer.get("message", "calibration failed")))
                     return answer
 
-                self._peaks[info.name] = await self.peaks_cache.get(
-                    info.name, info.kind, info.torch_version, measure, cache_bytes=info.l2_bytes or 0
-                )
-            return self._peaks[info.name]
+                self._peaks[held] = await self.peaks_cache.get(
+                    info.name, info.kind, peaks_version(info.torch_version, stack), measure,
+                    cache_bytes=info.l2_bytes or 0,
+                )  # fmt: skip
+            return self._peaks[held]
 
-    async def judge(self, problem: Problem, info: DeviceInfo, evaluation: Evaluation, ask: Ask) -> Evaluation:
+    async def judge(
+        self, problem: Problem, info: DeviceInfo, evaluation: Evaluation, ask: Ask, stack: str = ""
+    ) -> Evaluation:
         """``evaluation`` with its SOL record and floor check; unchanged when there is no floor
-        (a problem whose forward cannot be counted, a device neither measured nor published)."""
+        (a problem whose forward cannot be counted, a device neither measured nor published).
+        ``stack``: ``dependencies.stack_tag`` of the evaluation, which keys both caches."""
         try:
-            counts = await self.counts(problem, ask)
-            peaks = await self.peaks(info, ask) if counts else None
+            counts = await self.counts(problem, ask, stack)
+            peaks = await self.peaks(info, ask, stack) if counts else None
             if not counts or peaks is None:
                 return evaluation
             labels = [str(c["label"]) for c in counts]

@@ -4,6 +4,8 @@ The exported file imports as the candidate module (``ModelNew``) and, run as a s
 both modules with the same weights, compares them on fresh inputs and times both under the
 evaluator's conditions (``self_check.py``). The reference is embedded as a string so the file
 stands alone. Only a node that passed is exported; one slower than eager comes with a warning.
+Every exported file ends with its evidence (``STARK_EVIDENCE``, ``verify.py``): the recorded figures
+and what they depend on, which ``stark-mcp verify FILE`` checks by evaluating the file again.
 For a problem made from the user's own code by ``problem new``, the file is a drop-in module for
 their package instead (``dropin_export``).
 """
@@ -18,6 +20,7 @@ from stark_mcp.evaluator import EvalSettings
 from stark_mcp.orchestrator.dropin_export import dropin_source, is_dropin
 from stark_mcp.orchestrator.errors import ExportRefused
 from stark_mcp.orchestrator.self_check import self_check
+from stark_mcp.orchestrator.verify import evidence_block, evidence_of
 from stark_mcp.records import Action, Node, RunRecord
 
 
@@ -76,6 +79,7 @@ def export_kernel(run: RunRecord, node: Node) -> ExportedKernel:
     else:
         header = f"# Exported by stark-mcp from run {run.id}, node {node.id}; problem {run.problem.name}.\n"
         source = header + node.source.rstrip() + "\n" + self_check(run.problem.source, recorded, conditions)
+    source = source.rstrip("\n") + "\n" + evidence_block(evidence_of(run, node))  # `stark-mcp verify FILE`
     return ExportedKernel(
         run_id=run.id, node_id=node.id, runtime_ms=evaluation.runtime.median_ms, speedups=speedups,
         shapes=shapes if len(shapes) > 1 else {}, warnings=warnings, source=source,

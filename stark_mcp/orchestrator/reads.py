@@ -32,6 +32,10 @@ class LeaderboardEntry(BaseModel):
     runtime_ms: float
     iqr_ms: float
     speedups: dict[str, float] = Field(default_factory=dict)
+    baseline_ms: dict[str, float] = Field(
+        default_factory=dict,
+        description="the baseline medians these speedups were computed from (eager: timed beside the node)",
+    )
     sol_fraction: float | None = Field(None, description="floor / runtime: 1.0 is the speed of light")
     sol_floor_ms: float | None = Field(None, description="the problem's floor on this machine (docs/sol.md)")
     sol_bound: str | None = Field(None, description="memory or compute: what bounds the floor")
@@ -44,6 +48,8 @@ class LeaderboardEntry(BaseModel):
         return cls(
             node_id=node.id, parent_id=node.parent_id, action=node.action.value,
             runtime_ms=runtime.median_ms, iqr_ms=runtime.iqr_ms, speedups=finite(node.evaluation.speedups),
+            baseline_ms={name: stats.median_ms for name, stats in node.evaluation.baselines.items()
+                         if name in node.evaluation.speedups},
             sol_fraction=sol.fraction if sol else None, sol_floor_ms=sol.floor_ms if sol else None,
             sol_bound=sol.bound if sol else None,
         )

@@ -31,6 +31,15 @@ def speedup_text(node: Node, baseline: str = "eager") -> str:
     return f"{value:.2f}x" if value is not None and math.isfinite(value) else ""
 
 
+def baseline_text(node: Node, baseline: str = "eager") -> str:
+    """The baseline time the node's speedup over ``baseline`` was computed from: for eager, the one
+    re-timed side by side with the node (not the run's, timed when it was created)."""
+    evaluation = node.evaluation
+    if evaluation is None or not evaluation.passed or baseline not in evaluation.baselines:
+        return ""
+    return f"{evaluation.baselines[baseline].median_ms:.4g} ms"
+
+
 def runtime_text(node: Node) -> str:
     evaluation = node.evaluation
     if evaluation is None or not evaluation.passed or evaluation.runtime is None:
@@ -46,6 +55,8 @@ def render_header(run: RunRecord) -> str:
         f"run {run.id} ({run.name}) on {run.device} in {run.language}: strategy {run.strategy}, policy "
         f"{run.policy.get('name')}, budget {run.budget}, seed {run.seed}, status {run.status}\n"
         f"baselines: {baselines or 'none'}" + ("" if eager else " (no eager baseline)") + pending
+        + ("\neach speedup is over the baseline timed beside that attempt (the eager column), not these"
+           if eager else "")
     )
 
 
@@ -53,7 +64,7 @@ def render_tree(run: RunRecord, nodes: Sequence[Node]) -> str:
     """The run's header, then one line per node, indented under its parent, in creation order."""
     lines = [render_header(run), ""]
     lines.append(
-        f"{'node':<{_LABEL_WIDTH}} {'verdict':<28} {'runtime':>11} {'vs eager':>9} "
+        f"{'node':<{_LABEL_WIDTH}} {'verdict':<28} {'runtime':>11} {'eager':>11} {'vs eager':>9} "
         f"{'adherence':>9} {'SOL':>5}"
     )
     if not nodes:
@@ -67,7 +78,7 @@ def render_tree(run: RunRecord, nodes: Sequence[Node]) -> str:
         sol = fraction_text(evaluation.sol) if evaluation and evaluation.passed and evaluation.sol else ""
         lines.append(
             f"{label:<{_LABEL_WIDTH}} {verdict(node):<28} {runtime_text(node):>11} "
-            f"{speedup_text(node):>9} {adherence:>9} {sol:>5}".rstrip()
+            f"{baseline_text(node):>11} {speedup_text(node):>9} {adherence:>9} {sol:>5}".rstrip()
         )
         children = tree.children(node.id)
         inner = prefix + ("" if not branch else ("    " if branch == "└── " else "│   "))
@@ -87,7 +98,7 @@ def render_leaderboard(nodes: Sequence[Node], k: int = 5) -> str:
     lines = ["leaderboard (fastest distinct correct attempts):"]
     for rank, node in enumerate(top, start=1):
         speedups = ", ".join(
-            f"{name} {value:.2f}x"
+            f"{name} {value:.2f}x" + (f" (over {over})" if (over := baseline_text(node, name)) else "")
             for name, value in sorted(node.evaluation.speedups.items())  # type: ignore[union-attr]
             if math.isfinite(value)
         )
@@ -106,7 +117,9 @@ def render_node(node: Node) -> str:
     parts = [
         f"node {node.id} ({node.action.value}" + (f" of {node.parent_id}" if node.parent_id else "") + ")",
         f"verdict: {verdict(node)}" + (f"; {runtime_text(node)}" if runtime_text(node) else "")
-        + (f"; {speedup_text(node)} vs eager" if speedup_text(node) else ""),
+        + (f"; {speedup_text(node)} vs eager" if speedup_text(node) else "")
+        + (f" (eager {baseline_text(node)}, timed beside it)" if speedup_text(node) and baseline_text(node)
+           else ""),
         f"LLM usage: {node.usage.calls} call(s), "
         f"{node.usage.input_tokens + node.usage.output_tokens} tokens, ${node.usage.cost_usd:.4f}",
     ]

@@ -10,6 +10,8 @@ to know how the store, the evaluator or the prompt templates are put together.
 from __future__ import annotations
 
 import json
+import secrets
+import shutil
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -27,7 +29,15 @@ from stark_mcp.orchestrator.errors import InvalidInput
 from stark_mcp.orchestrator.own_module import CreatedProblem, create_problem
 from stark_mcp.orchestrator.reads import RunReads
 from stark_mcp.orchestrator.run_service import RunService
-from stark_mcp.problems import load_problem
+from stark_mcp.orchestrator.verify import (
+    TOLERANCE,
+    Evidence,
+    Verification,
+    compare,
+    evidence_of,
+    read_evidence,
+)
+from stark_mcp.problems import Problem, load_problem
 from stark_mcp.progress import Progress
 from stark_mcp.records import Evaluation, ProfileReport
 from stark_mcp.store import Store
@@ -41,6 +51,7 @@ __all__ = [
     "open_reads",
     "open_service",
     "parse_eval_settings",
+    "verify_kernel",
 ]
 
 
@@ -156,6 +167,59 @@ async def evaluate_candidate(
                 on_profile(report)
         await evaluator.settle(waiting)
         return evaluation
+
+
+async def verify_kernel(
+    settings: Settings,
+    target: str,
+    *,
+    node_id: str | None = None,
+    tolerance: float = TOLERANCE,
+    device: str | None = None,
+) -> Verification:
+    """``stark-mcp verify``: a run's node (default: its best) or an exported file evaluated again from
+    scratch, in a cache of its own (nothing reused: no build, no baseline, no verdict), with the run's
+    evaluator settings and the eager baseline timed side by side, against its recorded figures
+    (``verify.compare``)."""
+    path = Path(target).expanduser()
+    if path.suffix == ".py" or path.is_file():
+        try:
+            text = path.read_text(encoding="utf-8")
+        except OSError as exc:
+            raise InvalidInput(f"cannot read {path}: {exc.strerror or exc}") from None
+        evidence, source, subject = read_evidence(text, str(path)), text, str(path)
+    else:
+        async with open_reads(settings) as reads:
+            run = await reads.get_run(target)
+            node = await reads.node(target, node_id) if node_id is not None else await reads.best(target)
+        if node is None:
+            raise InvalidInput(f"run {target} has no correct node yet: nothing to verify")
+        evidence, source, subject = evidence_of(run, node), node.source, f"run {run.id} node {node.id}"
+    fresh = await evaluate_afresh(settings, evidence, source, device)
+    return compare(evidence, fresh, tolerance, subject)
+
+
+async def evaluate_afresh(
+    settings: Settings, evidence: Evidence, source: str, device: str | None
+) -> Evaluation:
+    """``source`` against the evidence's problem, by an evaluator on an empty cache of its own (under
+    the data directory, which no candidate sees; removed afterwards). Only the eager baseline, timed
+    side by side; no profile."""
+    problem = Problem(name=evidence.problem_name, source=evidence.problem_source)
+    try:
+        recorded = EvalSettings(**evidence.eval_settings)
+    except ValidationError:
+        recorded = EvalSettings()
+    eval_settings = recorded.model_copy(update={"baselines": ("eager",), "profile": False, "sanitize": False})
+    cache = settings.home / f"verify-{secrets.token_hex(4)}"
+    fresh = settings.model_copy(update={"cache_dir": cache, "toolchain_dir": settings.toolchain})
+    try:
+        async with open_evaluator(fresh, eval_settings) as evaluator:
+            return await evaluator.evaluate(
+                problem, source, device=device or evidence.device, use_cache=False
+            )
+    finally:
+        shutil.rmtree(cache, ignore_errors=True)
 
 
 async def create_user_problem(

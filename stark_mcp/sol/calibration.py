@@ -3,8 +3,10 @@
 Only the parent writes these files, under the evaluator's cache directory that no jail can see, and
 with a ``Signer`` (the evaluator's HMAC, ``evaluator/integrity.py``) each entry is signed and one
 that does not verify is ignored, like every other cache entry.
-Peaks are keyed by device name and torch version (a new driver stack is measured again), counts
-by problem hash (the reference's bytes and FLOPs do not depend on the device).
+Peaks are keyed by device name and torch version, counts by problem hash (the reference's bytes and
+FLOPs do not depend on the device); the evaluator passes both a stack tag as well
+(``evaluator/dependencies.stack_tag``: the evaluator's code, CUDA, the driver, the user's files), so
+a new driver stack is measured again and changed counting rules or user code are counted again.
 """
 
 from __future__ import annotations
@@ -162,16 +164,16 @@ class PeaksCache(_Files):
 class CountsCache(_Files):
     """The reference's per-shape counts, one file per problem hash."""
 
-    def path(self, problem_hash: str) -> Path:
-        return self.root / f"counts-{_slug(problem_hash, COUNTS_VERSION)}.json"
+    def path(self, problem_hash: str, stack: str = "") -> Path:
+        return self.root / f"counts-{_slug(problem_hash, COUNTS_VERSION, stack)}.json"
 
-    def load(self, problem_hash: str) -> list[dict[str, Any]] | None:
-        data = self.read(self.path(problem_hash))
+    def load(self, problem_hash: str, stack: str = "") -> list[dict[str, Any]] | None:
+        data = self.read(self.path(problem_hash, stack))
         if isinstance(data, dict) and data.get("problem_hash") == problem_hash:
             shapes = data.get("shapes")
             if isinstance(shapes, list) and all(isinstance(s, dict) for s in shapes):
                 return shapes
         return None
 
-    def store(self, problem_hash: str, shapes: list[dict[str, Any]]) -> None:
-        self.write(self.path(problem_hash), {"problem_hash": problem_hash, "shapes": shapes})
+    def store(self, problem_hash: str, shapes: list[dict[str, Any]], stack: str = "") -> None:
+        self.write(self.path(problem_hash, stack), {"problem_hash": problem_hash, "shapes": shapes})

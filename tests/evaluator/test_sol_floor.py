@@ -7,6 +7,8 @@ from pathlib import Path
 import pytest
 
 from stark_mcp.evaluator import Evaluator
+from stark_mcp.evaluator.dependencies import stack_tag
+from stark_mcp.evaluator.sol_floor import peaks_version
 from stark_mcp.problems import load_problem, problem_from_source
 from stark_mcp.records import Status
 from stark_mcp.sol.model import Peaks
@@ -94,7 +96,7 @@ async def test_a_time_below_the_output_write_floor_is_rejected_whatever_else_pas
         ev.sol.peaks_cache.store(
             Peaks(device_name=info.name, kind="cpu", bandwidth_bytes_per_s=1e6, fp32_flops_per_s=1e9,
                   cache_bytes=0, method="seeded by the test"),
-            info.torch_version,
+            peaks_version(info.torch_version, stack_tag(await ev._dependencies(problem, info, FAST))),
         )
         evaluation = await ev.evaluate(problem, fixture_text("torch_ok.py"), device="cpu")
     assert evaluation.status is Status.REJECTED

@@ -6,6 +6,7 @@ import random
 
 import pytest
 
+from stark_mcp.evaluator.settings import EvalSettings
 from stark_mcp.evaluator.trusted import timing
 
 OVERHEAD_MS = 0.12
@@ -91,7 +92,7 @@ def test_no_baseline_beside_it_means_no_bound_and_says_so() -> None:
 def test_with_the_worker_defaults_shaved_reports_gain_little(cuda: bool, true_ms: float) -> None:
     from stark_mcp.evaluator.trusted.worker import _session_settings
 
-    s = _session_settings({}, cuda)
+    s = _session_settings(EvalSettings().worker_dict(), cuda)
     base = _baseline(random.Random(11), 0.2, 0.002)
     slack = (s["abs_slack_ms"], s["rel_slack"], s["forged_gap_ms"])
     halved = _figure(_candidate(random.Random(12), true_ms, lambda t, i: t / 2, 0.002), base, *slack)
@@ -112,7 +113,7 @@ def test_on_the_cpu_a_gap_inside_the_harness_share_is_not_forgery() -> None:
     # 0.3 ms more than the baseline's is no lie, and must not reject the candidate.
     from stark_mcp.evaluator.trusted.worker import _session_settings
 
-    s = _session_settings({}, False)
+    s = _session_settings(EvalSettings().worker_dict(), False)
     base = _baseline(random.Random(2), 0.05, 0.001)
     base.bracket_ms = [b + 0.4 for b in base.bracket_ms]
     cand = _candidate(random.Random(3), 0.05, lambda t, i: t, 0.001)

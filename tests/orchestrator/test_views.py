@@ -120,3 +120,34 @@ def test_leaderboard_node_and_exchange_views() -> None:
     assert "BODY" in text and "REPLY" in text and "SYSTEM" not in text
     assert "SYSTEM" in render_exchanges([exchange], full=True)
     assert render_exchanges([]) == "no exchanges recorded"
+
+
+def test_show_and_the_leaderboard_print_the_eager_time_each_speedup_was_computed_from() -> None:
+    # The run's eager figure (timed when it was made) is not what the attempts' speedups divide:
+    # each attempt's eager was re-timed beside it. Every printed speedup must follow from the
+    # eager time printed beside it.
+    from stark_mcp.orchestrator.reads import LeaderboardEntry
+
+    def beside(ms: float, eager: float) -> Evaluation:
+        return Evaluation(status=Status.PASSED, runtime=_timing(ms), baselines={"eager": _timing(eager)},
+                          speedups={"eager": eager / ms})
+
+    nodes = [
+        Node(id="n0", seq=0, action=Action.ROOT, source=PROBLEM, evaluation=beside(2.0, 2.0)),
+        Node(id="n1", seq=1, parent_id="n0", action=Action.PLAN, source=FUSED, evaluation=beside(0.8, 2.6)),
+        Node(id="n2", seq=2, parent_id="n0", action=Action.PLAN, source=FIXED, evaluation=beside(1.25, 1.7)),
+    ]
+    run = _run()  # its eager: 2.0 ms, which neither attempt's speedup used
+    tree = render_tree(run, nodes).splitlines()
+    assert tree[2].startswith("each speedup is over the baseline timed beside that attempt")
+    rows = {line.split()[1]: line for line in tree if line.split()[1:2] in (["n1"], ["n2"])}
+    assert len(rows) == 2
+    for line in rows.values():
+        runtime, eager, speedup = line.split("passed")[1].replace("ms", "").split()[:3]
+        assert float(speedup.rstrip("x")) == pytest.approx(float(eager) / float(runtime), abs=0.006), line
+    assert "2.6 ms" in rows["n1"] and "3.25x" in rows["n1"]
+    board = render_leaderboard(nodes).splitlines()
+    assert "eager 3.25x (over 2.6 ms)" in board[1] and "eager 1.36x (over 1.7 ms)" in board[2]
+    assert "3.25x vs eager (eager 2.6 ms, timed beside it)" in render_node(nodes[1])
+    entry = LeaderboardEntry.of(nodes[1])
+    assert entry.speedups["eager"] == pytest.approx(entry.baseline_ms["eager"] / entry.runtime_ms)
