@@ -357,6 +357,15 @@ class Session:
         where = f"{phase} call {self.calls}" + (
             f" on shape {spec.label}" if len(self.problem.shapes) > 1 else ""
         )
+        flags = meta.get("flags")
+        if isinstance(flags, list) and "output_in_harness_region" in flags:
+            # Judged on every call, checked or not: the forward wrote into the harness's publish
+            # buffer, which skips the copy that the baseline's bracket pays (outputs.py).
+            raise Stop(
+                "rejected",
+                "output_in_harness_region",
+                f"{where}: an output lies in the harness's own output region",
+            )
         if not checked:
             bad = compare.check_structure(cand, spec.output_tree)
             if bad is not None:
@@ -368,7 +377,6 @@ class Session:
             raise Stop(
                 "rejected", "input_mutated", f"{where}: forward modified its input tensor(s) {mutated}"
             )
-        flags = meta.get("flags")
         if isinstance(flags, list) and "output_aliases_input" in flags:
             raise Stop("rejected", "output_aliases_input", f"{where}: an output shares storage with an input")
         native, ref64, note = self._timed("reference", lambda: self.problem.reference(made.call))
