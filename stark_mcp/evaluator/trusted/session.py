@@ -441,6 +441,16 @@ class Session:
 
     def _timing(self) -> list[dict[str, Any]]:
         budget = Budget("timing", float(self.s["timing_timeout_s"]))
+        repeats = [s.label or "inputs" for s in self.problem.shapes if s.inputs_repeat]
+        if repeats:
+            # Fresh inputs on every call are what defeats memoization on input values; a problem
+            # whose get_inputs() ignores the seed cannot give them, and no speedup on it is evidence.
+            self.flags.append("inputs_repeat")
+            self.findings.append(
+                "inputs_repeat: get_inputs() returns the same values whatever the seed "
+                f"({', '.join(repeats)}): every call sees the same inputs, so a candidate that "
+                "caches outputs by input value looks fast without working; this speedup proves nothing"
+            )
         shapes = [self._time_shape(shape, budget) for shape in range(len(self.problem.shapes))]
         if self.tools.cuda:
             assert self.driver is not None
