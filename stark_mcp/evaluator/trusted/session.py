@@ -357,6 +357,15 @@ class Session:
         where = f"{phase} call {self.calls}" + (
             f" on shape {spec.label}" if len(self.problem.shapes) > 1 else ""
         )
+        flags = meta.get("flags")
+        if isinstance(flags, list) and "output_in_harness_region" in flags:
+            # Judged on every call, checked or not: the forward wrote into the harness's publish
+            # buffer, which skips the copy that the baseline's bracket pays (outputs.py).
+            raise Stop(
+                "rejected",
+                "output_in_harness_region",
+                f"{where}: an output lies in the harness's own output region",
+            )
         if not checked:
             bad = compare.check_structure(cand, spec.output_tree)
             if bad is not None:
@@ -368,7 +377,6 @@ class Session:
             raise Stop(
                 "rejected", "input_mutated", f"{where}: forward modified its input tensor(s) {mutated}"
             )
-        flags = meta.get("flags")
         if isinstance(flags, list) and "output_aliases_input" in flags:
             raise Stop("rejected", "output_aliases_input", f"{where}: an output shares storage with an input")
         native, ref64, note = self._timed("reference", lambda: self.problem.reference(made.call))
@@ -433,6 +441,16 @@ class Session:
 
     def _timing(self) -> list[dict[str, Any]]:
         budget = Budget("timing", float(self.s["timing_timeout_s"]))
+        repeats = [s.label or "inputs" for s in self.problem.shapes if s.inputs_repeat]
+        if repeats:
+            # Fresh inputs on every call are what defeats memoization on input values; a problem
+            # whose get_inputs() ignores the seed cannot give them, and no speedup on it is evidence.
+            self.flags.append("inputs_repeat")
+            self.findings.append(
+                "inputs_repeat: get_inputs() returns the same values whatever the seed "
+                f"({', '.join(repeats)}): every call sees the same inputs, so a candidate that "
+                "caches outputs by input value looks fast without working; this speedup proves nothing"
+            )
         shapes = [self._time_shape(shape, budget) for shape in range(len(self.problem.shapes))]
         if self.tools.cuda:
             assert self.driver is not None

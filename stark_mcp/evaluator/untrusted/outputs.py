@@ -38,16 +38,35 @@ def describe_and_publish(
     expected: list[torch.Tensor] | list[OutputForm],
     inputs: list[Any],
     keep: list[torch.Tensor] | None = None,
+    harness: HarnessSpans | None = None,
 ) -> tuple[dict[str, Any], list[str]]:
     """The tree of ``obj`` with every plain tensor leaf copied into ``expected[i]`` (region views)
     when it fits, or, with ``keep``, a CPU leaf described by the address of its contiguous bytes
     (kept alive in ``keep``; ``expected`` then holds only forms). A leaf left unpublished is judged
-    by its description (its device, shape or dtype is wrong)."""
+    by its description (its device, shape or dtype is wrong).
+
+    ``harness``: the address ranges of the shared regions. A leaf whose memory lies in them is
+    flagged: in the input region it aliases an input, whatever tensor object it came as; in the
+    output region it is the harness's own publish buffer, written by the forward so that the copy
+    every baseline call pays is skipped (``copy_`` onto itself does nothing), which shrinks the
+    trusted bracket below the work done."""
     # A plain object rather than a recursive closure: a closure that calls itself is a reference
     # cycle, and everything it holds (``keep``: each call's output) would live until the collector
     # ran, so every call's output took fresh pages (1,024 page faults, ~1.5 ms, for 4 MB).
-    walker = _Walker(expected, _storages(inputs), keep)
+    walker = _Walker(expected, _storages(inputs), keep, harness or HarnessSpans())
     return walker.walk(obj, 0), sorted(set(walker.flags))
+
+
+@dataclass(frozen=True)
+class HarnessSpans:
+    """[start, end) byte addresses of the shared input and output regions in this process."""
+
+    inputs: tuple[int, int] = (0, 0)
+    outputs: tuple[int, int] = (0, 0)
+
+
+def _overlaps(lo: int, hi: int, span: tuple[int, int]) -> bool:
+    return lo < span[1] and span[0] < hi
 
 
 class _Walker:
@@ -56,8 +75,10 @@ class _Walker:
         expected: list[torch.Tensor] | list[OutputForm],
         input_ptrs: set[int],
         keep: list[torch.Tensor] | None,
+        harness: HarnessSpans,
     ) -> None:
         self.expected, self.input_ptrs, self.keep = expected, input_ptrs, keep
+        self.harness = harness
         self.flags: list[str] = []
         self.count = 0
 
@@ -92,8 +113,14 @@ class _Walker:
             "device": str(t.device),
             "leaf": -1,
         }
-        if t.numel() and t.untyped_storage().data_ptr() in self.input_ptrs:
-            self.flags.append("output_aliases_input")
+        if t.numel():
+            storage = t.untyped_storage()
+            lo = storage.data_ptr()
+            hi = lo + storage.nbytes()
+            if lo in self.input_ptrs or _overlaps(lo, hi, self.harness.inputs):
+                self.flags.append("output_aliases_input")
+            if _overlaps(lo, hi, self.harness.outputs):
+                self.flags.append("output_in_harness_region")
         expected = self.expected
         if i < len(expected) and list(expected[i].shape) == list(t.shape) and expected[i].dtype == t.dtype:
             if self.keep is None:

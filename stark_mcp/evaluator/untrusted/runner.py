@@ -29,7 +29,7 @@ from stark_mcp.evaluator.sandbox.launch import die_with_parent
 from stark_mcp.evaluator.untrusted import loading
 from stark_mcp.evaluator.untrusted.jitwatch import JitWatch
 from stark_mcp.evaluator.untrusted.kernel_list import kernel_totals, launches_from_trace
-from stark_mcp.evaluator.untrusted.outputs import OutputForm, describe_and_publish
+from stark_mcp.evaluator.untrusted.outputs import HarnessSpans, OutputForm, describe_and_publish
 from stark_mcp.evaluator.untrusted.watch import FlagWatch, FunctionWatch
 
 SETUP_TIMEOUT_S = 60.0  # after the fds arrive, the frame follows at once
@@ -62,6 +62,7 @@ class Runner:
         self.last: Any = None
         self.inputs_region: Region | None = None
         self.outputs_region: Region | None = None
+        self.harness = HarnessSpans()
         # Set when an outside profiler (Nsight Compute) wraps this process: the range it replays.
         self.nvtx = str((setup.get("profiling") or {}).get("nvtx") or "")
 
@@ -73,6 +74,7 @@ class Runner:
             spec = regions[name]
             region = Region.attach(fds[int(spec["index"])], int(spec["nbytes"]), self.device)
             setattr(self, f"{name}_region", region)
+        self.harness = HarnessSpans(_span(self.inputs_region), _span(self.outputs_region))
         os.environ.update({str(k): str(v) for k, v in (s.get("env") or {}).items()})
         for path in reversed(s.get("sys_path") or []):
             sys.path.insert(0, str(path))
@@ -177,7 +179,7 @@ class Runner:
             start.record()
             out = self.model(*inputs)
             end.record()
-            tree, flags = describe_and_publish(out, expected, inputs)
+            tree, flags = describe_and_publish(out, expected, inputs, harness=self.harness)
             torch.cuda.synchronize()
             reported_ns = int(start.elapsed_time(end) * 1e6)
         else:
@@ -189,7 +191,7 @@ class Runner:
             self.last = None
             out = self.model(*inputs)
             reported_ns = time.process_time_ns() - t0
-            tree, flags = describe_and_publish(out, expected, inputs, keep)
+            tree, flags = describe_and_publish(out, expected, inputs, keep, self.harness)
         self.last = (out, inputs, keep)  # GPU: freed after DONE, off the timed path; CPU: by the next call
         meta = {"ok": True, "out": tree, "flags": flags}
         if self.jit.installed:
@@ -301,6 +303,13 @@ class Runner:
         import ctypes
 
         ctypes.CDLL(None).exit(0)
+
+
+def _span(region: Region | None) -> tuple[int, int]:
+    if region is None or region.flat is None:
+        return (0, 0)
+    start = int(region.flat.data_ptr())
+    return (start, start + int(region.size))
 
 
 def _private(value: Any) -> Any:
