@@ -191,3 +191,16 @@ def test_generalist_prompt_carries_the_focus_theme(problem: Problem, tree: Tree)
     focused = _render("generalist", problem, tree, focus=PLAN_FOCI[2]).body
     assert f"consider this theme first: {PLAN_FOCI[2]}." in focused
     assert PLAN_FOCI[2] not in _render("generalist", problem, tree).body
+
+
+def test_prompts_say_what_a_host_found_hard_on_the_reference(problem: Problem, tree: Tree) -> None:
+    """Frictions from the kernel-quality rounds (docs/benchmarks/kernels.md): planners marked
+    ``super(Model, self)`` and the test code by hand, and avoided cuDNN because the rules read as
+    if the reference's own TF32 convolutions were forbidden to a candidate."""
+    system = _render("plan", problem, tree).system
+    assert "the reference's own float32 error" in system
+    assert "cuDNN convolutions may use TF32" in " ".join(system.split())
+    plan = " ".join(_render("plan", problem, tree, "n0").body.split())
+    assert "`super(Model, self)`" in plan and "`get_inputs`" in plan and "need no marks" in plan
+    code = " ".join(_render("code", problem, tree, "n0", plan=PLAN).body.split())
+    assert "any `super(Model, self)`" in code and "leave out the test code" in code
