@@ -536,6 +536,48 @@ def pack_replies(state: Path, out: Path) -> tuple[int, list[str]]:
     return len(records), missing
 
 
+def attempts_table(state: Path) -> str:
+    """Every attempt of the rounds' runs with its verdict, as a markdown table: read from the state's
+    database (runs.json names the runs), so the kernel-quality table can show each verdict."""
+    runs = json.loads((state / RUNS_FILE).read_text()) if (state / RUNS_FILE).exists() else {}
+    if not runs:
+        raise RoundsError(f"{state / RUNS_FILE}: no runs recorded yet (run a device round first)")
+    db = sqlite3.connect(f"file:{state / 'home' / 'stark.db'}?mode=ro", uri=True)
+    rows = [
+        "| problem | run | node | parent | action | verdict | median ms | vs eager | vs compile_default "
+        "| fraction of SOL | flags | wall s |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    try:
+        for label in sorted(runs, key=lambda k: (ProblemKey.parse(k).level, ProblemKey.parse(k).problem_id)):
+            run = runs[label]
+            run_id = run["run_id"] if isinstance(run, dict) else run
+            found = db.execute(
+                "SELECT id, parent_id, action, evaluation_json FROM nodes"
+                " WHERE run_id = ? AND action != 'root' ORDER BY seq",
+                (run_id,),
+            ).fetchall()
+            for node_id, parent_id, action, evaluation_json in found:
+                ev = json.loads(evaluation_json) if evaluation_json else {}
+                verdict = ev.get("status", "not evaluated") + (f"/{ev['reason']}" if ev.get("reason") else "")
+                median = (ev.get("runtime") or {}).get("median_ms")
+                speedups = ev.get("speedups") or {}
+                sol = (ev.get("sol") or {}).get("fraction")
+
+                def cell(value: float | None, spec: str) -> str:
+                    return "" if value is None else format(value, spec)
+
+                rows.append(
+                    f"| {label} | `{run_id}` | {node_id} | {parent_id} | {action} | {verdict} "
+                    f"| {cell(median, '.4g')} | {cell(speedups.get('eager'), '.3g')} "
+                    f"| {cell(speedups.get('compile_default'), '.3g')} | {cell(sol, '.0%')} "
+                    f"| {', '.join(ev.get('flags') or [])} | {cell(ev.get('wall_seconds'), '.0f')} |"
+                )
+    finally:
+        db.close()
+    return "\n".join(rows) + "\n"
+
+
 # ---- command line -----------------------------------------------------------------------------
 
 
@@ -563,6 +605,8 @@ def parser() -> argparse.ArgumentParser:
     prompts.add_argument("--from", dest="archive", type=Path, default=None, help="the device's state.tgz")
     local = sub.add_parser("local", help="here: render the code prompts for the plans written")
     local.add_argument("--state", type=Path, required=True)
+    table = sub.add_parser("table", help="here: every attempt's verdict, a markdown table on stdout")
+    table.add_argument("--state", type=Path, required=True)
     pack = sub.add_parser("pack", help="here: gather the written replies into a JSONL file")
     pack.add_argument("--state", type=Path, required=True)
     pack.add_argument("--out", type=Path, required=True)
@@ -585,6 +629,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "local":
             for label, what in asyncio.run(render_code_prompts(state)).items():
                 print(f"{label}: {what}")
+            return 0
+        if args.command == "table":
+            print(attempts_table(state), end="")
             return 0
         count, missing = pack_replies(state, args.out)
         rest = f"; not written yet: {', '.join(missing)}" if missing else ""

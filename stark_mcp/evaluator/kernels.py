@@ -15,7 +15,16 @@ from collections.abc import Iterable
 
 from stark_mcp import python_ast
 
-_GLOBAL = re.compile(r"__global__\s+(?:__launch_bounds__\s*\([^)]*\)\s*)?(?:static\s+)?void\s+(\w+)")
+_GLOBAL = re.compile(r"\b__global__\b")
+# What may stand between ``__global__`` and a kernel's name: ``void`` and other declaration
+# specifiers, in any order (``__global__ void __launch_bounds__(256) k(``, ``static __global__ void
+# k(``, ``void __global__ k(``), with attribute groups removed first (``_ATTRIBUTES``).
+_KERNEL_NAME = re.compile(
+    r"\s*(?:(?:void|static|inline|__inline__|__forceinline__|__noinline__|extern|\"C\")\s+)*(\w+)\s*\("
+)
+_ATTRIBUTES = re.compile(
+    r"(?:__launch_bounds__|__attribute__|__cluster_dims__|__maxnreg__)\s*(\((?:[^()]|\([^()]*\))*\))"
+)
 _TRITON = re.compile(r"@triton\.(?:jit|autotune|heuristics)[^\n]*\n(?:\s*@[^\n]*\n)*\s*def\s+(\w+)")
 _TRITON_DECORATORS = {"jit", "autotune", "heuristics"}
 # Profiled names in these namespaces, or with these prefixes, belong to torch or a vendor library.
@@ -60,7 +69,15 @@ def triton_kernel_names(source: str) -> set[str]:
 
 
 def cuda_kernel_names(source: str) -> set[str]:
-    return set(_GLOBAL.findall(source))
+    """Names of the ``__global__`` functions in a source. The launch bounds were the common miss:
+    ``__global__ void __launch_bounds__(256) k(...)`` puts them between ``void`` and the name."""
+    names = set()
+    for match in _GLOBAL.finditer(source):
+        rest = _ATTRIBUTES.sub(" ", source[match.end() : match.end() + 400])
+        found = _KERNEL_NAME.match(rest)
+        if found is not None and found.group(1) != "void":
+            names.add(found.group(1))
+    return names
 
 
 def own_kernel_names(source: str) -> set[str]:
