@@ -26,6 +26,9 @@ from stark_mcp.sol.model import Peaks, ShapeFloor, SolReport, SolShape
 OUTPUT_MARGIN = 1.25
 CPU_OUTPUT_MARGIN = 2.5
 LOW_PRECISION = {"float16", "bfloat16"}
+# Dense TF32 runs at half the 16-bit tensor-core rate on every GPU with both (A100, H100, H200, B200,
+# L4, L40S datasheets); only the 16-bit rate is measured.
+TF32_SHARE_OF_TENSOR = 0.5
 
 
 def output_margin(peaks: Peaks) -> float:
@@ -33,10 +36,16 @@ def output_margin(peaks: Peaks) -> float:
 
 
 def compute_peak_name(counts: dict[str, Any], peaks: Peaks) -> str:
-    """``tensor`` when the task's dtype allows tensor cores (16-bit matmuls) and the device has them;
-    float32 tasks use the FP32 peak, since the precision contract forbids TF32."""
-    low = bool(counts.get("flops", {}).get("matmul_lowp"))
-    if low and peaks.tensor_flops_per_s and set(counts.get("dtypes", [])) & LOW_PRECISION:
+    """``tensor`` when the reference's own products use tensor cores on this device: 16-bit
+    matmuls, or float32 ones that torch runs as TF32 on a GPU (cuDNN convolutions under its
+    defaults, which the precision contract then allows a candidate too). Otherwise the FP32 peak,
+    since a candidate may not round what the reference computes in full FP32."""
+    flops = counts.get("flops", {})
+    if not peaks.tensor_flops_per_s:
+        return "fp32"
+    if flops.get("matmul_lowp") and set(counts.get("dtypes", [])) & LOW_PRECISION:
+        return "tensor"
+    if flops.get("matmul_tf32") and peaks.kind == "cuda":
         return "tensor"
     return "fp32"
 
@@ -50,9 +59,11 @@ def shape_floor(counts: dict[str, Any], peaks: Peaks) -> ShapeFloor:
     if compute_peak_name(counts, peaks) == "tensor":
         assert peaks.tensor_flops_per_s is not None
         lowp = flops.get("matmul_lowp", 0.0)
-        rest = sum(flops.values()) - lowp
+        tf32 = flops.get("matmul_tf32", 0.0) if peaks.kind == "cuda" else 0.0
+        rest = sum(flops.values()) - lowp - tf32
+        tensor_s = lowp / peaks.tensor_flops_per_s + tf32 / (TF32_SHARE_OF_TENSOR * peaks.tensor_flops_per_s)
         # tensor cores and the FP32 pipes run at once: the slower of the two is the bound
-        compute_s = max(lowp / peaks.tensor_flops_per_s, rest / peaks.fp32_flops_per_s)
+        compute_s = max(tensor_s, rest / peaks.fp32_flops_per_s)
     else:
         compute_s = sum(flops.values()) / peaks.fp32_flops_per_s
     beyond_cache = max(0, outputs - peaks.cache_bytes)

@@ -32,11 +32,19 @@ def test_a_linear_layer_counts_its_weights_and_bias_as_parameters() -> None:
     assert counts["param_bytes"] == 4 * (64 * 32 + 32)
 
 
-def test_a_convolution_counts_exactly() -> None:
+def test_a_convolution_counts_exactly_as_tf32_work_where_torch_lets_cudnn_use_it() -> None:
     conv = torch.nn.Conv2d(3, 8, 3, bias=False)
-    counts = count_call(conv, [torch.randn(2, 3, 10, 10)])
-    out_elements = 2 * 8 * 8 * 8
-    assert counts["flops"] == {"matmul": 2.0 * out_elements * 3 * 3 * 3}
+    exact = 2.0 * (2 * 8 * 8 * 8) * 3 * 3 * 3
+    with torch.backends.cudnn.flags(enabled=True, allow_tf32=True):  # torch's defaults
+        assert count_call(conv, [torch.randn(2, 3, 10, 10)])["flops"] == {"matmul_tf32": exact}
+    with torch.backends.cudnn.flags(enabled=True, allow_tf32=False):
+        assert count_call(conv, [torch.randn(2, 3, 10, 10)])["flops"] == {"matmul": exact}
+
+
+def test_a_float32_matmul_is_full_fp32_work_under_torchs_defaults() -> None:
+    assert not torch.backends.cuda.matmul.allow_tf32
+    counts = count_call(_MatMul(), [torch.randn(16, 32), torch.randn(32, 8)])
+    assert counts["flops"] == {"matmul": 2.0 * 16 * 32 * 8}
 
 
 def test_16_bit_matmuls_are_counted_apart_as_tensor_core_work() -> None:

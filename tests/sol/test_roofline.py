@@ -107,3 +107,16 @@ def test_a_calibration_slowed_by_other_work_never_makes_an_honest_time_impossibl
     floor = shape_floor(elementwise(1 << 24), slowed)
     assert floor.output_write_ms == pytest.approx(shape_floor(elementwise(1 << 24), PEAKS).output_write_ms)
     assert floor.memory_ms == pytest.approx(8 * (1 << 24) / 0.3e12 * 1e3)  # the fraction uses the measured
+
+
+def test_a_float32_convolution_torch_runs_as_tf32_uses_half_the_tensor_rate_on_a_gpu_only() -> None:
+    """cuDNN convolutions run TF32 under torch's defaults, so the reference itself does: an FP32
+    floor put eager PyTorch at 171% of the speed of light on a KernelBench convolution."""
+    conv = {"label": "default", "input_bytes": 1 << 20, "param_bytes": 0, "output_bytes": 1 << 20,
+            "flops": {"matmul_tf32": 1e12, "pointwise": 1e6}, "dtypes": ["float32"]}
+    report = sol_report([conv], PEAKS)
+    assert report.compute_peak == "tensor"
+    assert report.shapes[0].floor.compute_ms == pytest.approx(1e12 / (0.5 * 1e14) * 1e3)
+    cpu = PEAKS.model_copy(update={"kind": "cpu"})
+    assert sol_report([conv], cpu).compute_peak == "fp32"
+    assert sol_report([conv], cpu).shapes[0].floor.compute_ms == pytest.approx((1e12 + 1e6) / 1e13 * 1e3)

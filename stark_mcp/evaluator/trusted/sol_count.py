@@ -6,7 +6,9 @@ The answer is plain JSON; the roofline math on it lives in ``stark_mcp.sol.roofl
 
 Counting rules (docs/sol.md):
 - matmul and convolution: exactly, by torch's own formulas (``torch.utils.flop_counter``), 2 per
-  multiply-add; split by whether the operands are 16-bit (tensor-core work) or not.
+  multiply-add; split by whether the operands are 16-bit (tensor-core work), float32 that torch's
+  flags in this process let run as TF32 on a GPU (``matmul_tf32``: cuDNN convolutions under torch's
+  defaults, matmuls only where ``cuda.matmul.allow_tf32`` is set), or neither.
 - pointwise ops (``torch.Tag.pointwise``): one FLOP per output element.
 - reductions and normalizations: one FLOP per input element.
 - view, layout and copy ops: none (their cost is bytes, which the floor counts once, at the edges).
@@ -52,6 +54,17 @@ _REDUCTIONS = {
 _LOW_PRECISION = (torch.float16, torch.bfloat16)
 
 
+def _tf32_allowed(name: str, operands: list[Any]) -> bool:
+    """Whether a float32 product runs as TF32 on a GPU under this process's flags, which are the
+    reference's own: torch lets cuDNN convolutions use TF32 by default, matmuls only when asked.
+    The reference's precision, and so the tolerance and the floor, follow from that."""
+    if not any(isinstance(a, torch.Tensor) and a.dtype == torch.float32 for a in operands):
+        return False
+    if "conv" in name:
+        return bool(torch.backends.cudnn.enabled and torch.backends.cudnn.allow_tf32)
+    return bool(torch.backends.cuda.matmul.allow_tf32)
+
+
 def _numel(tensors: list[Any]) -> int:
     return sum(t.numel() for t in tensors if isinstance(t, torch.Tensor))
 
@@ -66,8 +79,8 @@ class OpCounter(TorchDispatchMode):
     def __init__(self) -> None:
         super().__init__()
         self.by_op: dict[str, float] = {}
-        self.by_class: dict[str, float] = {"matmul": 0.0, "matmul_lowp": 0.0, "pointwise": 0.0,
-                                           "reduction": 0.0, "other": 0.0}
+        self.by_class: dict[str, float] = {"matmul": 0.0, "matmul_lowp": 0.0, "matmul_tf32": 0.0,
+                                           "pointwise": 0.0, "reduction": 0.0, "other": 0.0}
 
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         kwargs = kwargs or {}
@@ -93,7 +106,12 @@ class OpCounter(TorchDispatchMode):
             flops = float(_FLOP_REGISTRY[packet](*args, out_val=out, **kwargs))
             shapes = tree_flatten((args, kwargs))[0]
             low = any(isinstance(a, torch.Tensor) and a.dtype in _LOW_PRECISION for a in shapes)
-            self._add(func, "matmul_lowp" if low else "matmul", flops)
+            if low:
+                self._add(func, "matmul_lowp", flops)
+            elif _tf32_allowed(raw, shapes):
+                self._add(func, "matmul_tf32", flops)
+            else:
+                self._add(func, "matmul", flops)
             return
         if name in _FREE:
             return
