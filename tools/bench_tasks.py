@@ -199,7 +199,11 @@ async def measure(
 
 async def bench(args: argparse.Namespace, home: Path) -> dict[str, Any]:
     if args.device == "cuda":
-        problem = kernelbench_code(args.kernelbench, *CUDA_PROBLEM)
+        # a file inside the server's folder: the server takes no problem source from a client
+        # unless started with --allow-problem-source (docs/mcp.md, Problem code)
+        problem_file = home / f"kernelbench_L{CUDA_PROBLEM[0]}_{CUDA_PROBLEM[1]}.py"
+        problem_file.write_text(kernelbench_code(args.kernelbench, *CUDA_PROBLEM))
+        problem = str(problem_file)
         kernel = CUDA_KERNEL.read_text()
     else:
         problem = str(CPU_PROBLEM)
