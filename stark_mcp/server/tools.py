@@ -35,6 +35,7 @@ from stark_mcp.server.outputs import (
 )
 from stark_mcp.server.progress_relay import relay, search_relay
 from stark_mcp.server.state import app_state, run_owner
+from stark_mcp.server.tasks.extension import declares_tasks
 from stark_mcp.server.tasks.questions import extend_spent_budget
 
 
@@ -87,6 +88,13 @@ ROLE_NEXT = {
     "code": "Write the full source, then add_child(run_id, parent_id=node_id, source, plan, action='plan').",
     "debug": "Write the repaired source, then add_child(run_id, parent_id=node_id, source, action='debug').",
 }
+
+
+# Only for clients that declared MCP tasks: a blocking client's answers stay as they were.
+PIPELINE_NEXT = (
+    " Your client runs MCP tasks: add_child returns a task at once, so call select_node and write the"
+    " next attempt while this one builds (up to 3 in flight), then read each task's result."
+)
 
 
 def _after_child(attempts_left: int) -> str:
@@ -168,9 +176,10 @@ async def build_context(
         raise ToolError(f"unknown role {role!r}; use plan, code or debug")
     with tool_errors():
         prompt = await app_state(ctx).service.build_context(run_id, node_id, role, plan)
+    pipeline = role != "plan" and declares_tasks(ctx.request_context)
     return ContextPrompt(
         run_id=run_id, node_id=node_id, role=role, prompt=prompt.text, node_ids=prompt.node_ids,
-        next=ROLE_NEXT[role],
+        next=ROLE_NEXT[role] + (PIPELINE_NEXT if pipeline else ""),
     )
 
 

@@ -206,6 +206,19 @@ async def test_eight_concurrent_add_child_tasks_on_a_budget_of_four_record_exact
         assert sorted(ok(outcome(s))["node_id"] for s in recorded) == ["n1", "n2", "n3", "n4"]
 
 
+async def test_only_a_tasks_client_is_told_to_pipeline_its_attempts(home: Path) -> None:
+    async with tasks_client(make_server(home)) as client:
+        run_id = await new_run(client, budget=2)
+        arguments = {"run_id": run_id, "node_id": "n0", "role": "debug"}
+        told = ok(await client.call_tool("build_context", arguments))
+        assert "select_node and write the next attempt while this one builds" in told["next"]
+        planned = ok(await client.call_tool("build_context", {**arguments, "role": "plan"}))
+        assert "while this one builds" not in planned["next"]
+    async with Client(make_server(home)) as plain:
+        answer = ok(await plain.call_tool("build_context", arguments))
+        assert "MCP tasks" not in answer["next"]
+
+
 async def test_task_methods_need_the_extension_and_a_known_task(home: Path) -> None:
     async with Client(make_server(home)) as plain:
         with pytest.raises(MCPError) as missing:
