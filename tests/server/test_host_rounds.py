@@ -94,6 +94,10 @@ def test_rounds_carry_the_state_from_device_to_here_and_back(tmp_path: Path) -> 
     assert done.returncode == 0, done.stderr
     (line,) = json.loads((table / "report.json").read_text())["problems"]
     assert (line["key"], line["solved"], line["attempts"]) == ("1/7", True, 1)
+    # ... and every attempt's verdict, read from it
+    rows = rounds("table", "--state", here).splitlines()
+    assert rows[0].startswith("| problem | run | node |") and len(rows) == 3
+    assert rows[2].startswith(f"| L1/7 | `{run_id}` | n1 | n0 | plan | passed |")
 
 
 def test_bad_problem_names_are_refused(tmp_path: Path) -> None:
