@@ -11,7 +11,9 @@ Definitions (docs/bench.md explains them for readers):
 - ``compile_rate`` and ``correct_rate``: over all attempts; an attempt compiled when its verdict is
   neither ``build_error`` nor ``load_error``;
 - ``mean_sol_fraction``: over solved problems with a floor, the mean of the best attempt's floor /
-  time (docs/sol.md): 1.0 is the speed of light; above 1 the computation was changed;
+  time (docs/sol.md), each capped at 1.0 (the speed of light): above 1 the computation was changed
+  (an algebraic rewrite, flagged ``beyond_reference_roofline``), which is no nearer the machine's
+  limit, and one such problem at 40x would otherwise outweigh every other; ``beyond_sol`` counts them;
 - ``success_rate_allclose``: the share of problems with an attempt whose outputs KernelBench's
   ``allclose(atol=rtol=1e-2)`` accepts; ``rejected_allclose_ok``: attempts we failed that it accepts.
 """
@@ -61,7 +63,11 @@ class GroupMetrics(BaseModel):
     wall_s: float = Field(description="wall time per problem (mean)")
     total_wall_s: float
     mean_sol_fraction: float | None = Field(
-        None, description="solved problems with a floor: mean of the best attempt's floor / time"
+        None,
+        description="solved problems with a floor: mean of the best attempt's floor / time, each capped at 1",
+    )
+    beyond_sol: int = Field(
+        0, description="solved problems whose best attempt is beyond the reference's roofline"
     )
 
 
@@ -185,7 +191,8 @@ def group_metrics(level: str, strategy: str, rows: Sequence[ResultRow]) -> Group
         total_cost_usd=total_cost,
         wall_s=total_wall / n if n else 0.0,
         total_wall_s=total_wall,
-        mean_sol_fraction=mean([r.sol_fraction for r in solved if r.sol_fraction is not None]),
+        mean_sol_fraction=mean([min(r.sol_fraction, 1.0) for r in solved if r.sol_fraction is not None]),
+        beyond_sol=sum(1 for r in solved if r.sol_fraction is not None and r.sol_fraction > 1.0),
     )
 
 

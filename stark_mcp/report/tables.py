@@ -144,7 +144,7 @@ def _summary_table(groups: dict[str, GroupMetrics]) -> str:
                 _pct(m.correct_rate),
                 _pct(m.fast_layout_share),
                 _num(m.attempts_to_first_correct),
-                _pct(m.mean_sol_fraction),
+                _pct(m.mean_sol_fraction) + (f" ({m.beyond_sol} beyond)" if m.beyond_sol else ""),
                 f"${m.cost_usd:.4f}",
                 f"{m.wall_s:.0f} s",
             ]
@@ -230,7 +230,9 @@ def render_markdown(report: dict[str, Any], rows: Sequence[ResultRow]) -> str:
         "Speedups are the best correct kernel's; an unsolved problem counts as 1x in `geomean` and "
         "`mean` and is left out of the `(solved)` columns. `fast_p`: the share of problems solved with "
         "a speedup above p. `fraction of SOL`: the problem's floor on the machine over the best "
-        "kernel's time (1.0 = speed of light; docs/sol.md). Definitions: docs/bench.md."
+        "kernel's time (1.0 = speed of light; docs/sol.md); its mean counts a kernel beyond the "
+        "reference's roofline (an algebraic rewrite) as 1.0, and says how many were. "
+        "Definitions: docs/bench.md."
     )
     parts = [f"# Benchmark {report['bench_id']}", "", summary, "", legend]
     # With one level, its tables would repeat the all-levels ones line for line.

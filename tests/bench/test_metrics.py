@@ -199,3 +199,8 @@ def test_mean_fraction_of_sol_covers_solved_problems_with_a_floor() -> None:
     ]
     assert group_metrics("1", "stark", solved).mean_sol_fraction == pytest.approx(0.4)
     assert group_metrics("1", "stark", solved[2:]).mean_sol_fraction is None
+    # an algebraic rewrite at 40x its reference's floor counts as the speed of light, and is counted
+    rewrite = row("e", [attempt(1, "passed", 1.0, 2.0)]).model_copy(update={"sol_fraction": 40.0})
+    metrics = group_metrics("1", "stark", [*solved, rewrite])
+    assert metrics.mean_sol_fraction == pytest.approx((0.6 + 0.2 + 1.0) / 3)
+    assert metrics.beyond_sol == 1 and group_metrics("1", "stark", solved).beyond_sol == 0
