@@ -118,9 +118,14 @@ def eval_command(
 ) -> None:
     """Build, check and time CANDIDATE against PROBLEM in isolated processes. Exit status: 0 passed,
     1 wrong_output or rejected, 3 build/load/runtime error or timeout, 2 bad arguments or problem."""
-    from stark_mcp.orchestrator.session import evaluate_candidate, parse_eval_settings
+    from stark_mcp.orchestrator.early_start import start_zygote
 
     settings = settings_of(ctx)
+    # First, before this command's heavy imports and the problem's load: the zygote's own import of
+    # torch is what a fresh process's first evaluation would otherwise wait for.
+    start_zygote(settings)
+    from stark_mcp.orchestrator.session import evaluate_candidate, parse_eval_settings
+
     with user_errors():
         eval_settings = parse_eval_settings(baselines)
     try:

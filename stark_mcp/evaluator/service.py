@@ -63,6 +63,7 @@ _STEPS = {
 }
 _TOTAL = 5.0
 STALE_BASELINE = 0.10  # a cached compile baseline is used only if eager now agrees with eager then
+WARM_LABEL = "start"  # a worker's start and first load ahead of its evaluation (``_warm_worker``)
 
 
 @dataclass
@@ -288,7 +289,9 @@ class Evaluator:
 
         def waited(what: str, seconds: float) -> None:
             if timings is not None:  # a named phase of its own, never ``transfer``
-                name = f"waiting:{what}"
+                # a worker starting and loading the problem ahead of its evaluation (``_warm_worker``)
+                # is that evaluation's process start, however far it got before the command came
+                name = "process_start" if what == WARM_LABEL else f"waiting:{what}"
                 timings[name] = round(timings.get(name, 0.0) + seconds, 3)
 
         answer = await self.pool(info).run(
@@ -309,20 +312,30 @@ class Evaluator:
             env = scrub_env(os.environ, {})
             self._zygote_start = asyncio.ensure_future(asyncio.to_thread(process_zygote, env))
 
-    def _warm_worker(self, info: DeviceInfo, problem: Problem, settings: EvalSettings) -> None:
-        """Start a worker and load the problem while the candidate builds: its start-up (torch, a
-        CUDA context, the reference, the problem's runners: seconds) then overlaps the build rather
-        than following it. What is left of it when the evaluation's command comes is ``queue`` and
-        ``waiting:load``; a failure is the evaluation's own to report."""
-        if any(not slot.busy and slot.handle.loaded.get(problem.hash) for slot in self.pool(info).live):
-            return  # a free worker has it loaded already
+    def _warm_worker(
+        self, info: DeviceInfo, problem: Problem, settings: EvalSettings, queue: bool = False
+    ) -> None:
+        """Start a worker and load the problem as soon as an evaluation knows it needs one (no cached
+        verdict), before its dependencies, static checks, staging and any build: the worker's
+        start-up (forked once the zygote has imported torch; a CUDA context, the reference, the
+        problem's runners: seconds) then overlaps them rather than following them. Only on a free
+        worker, unless ``queue`` (a build: long enough to wait for one). What is left of it when
+        the evaluation's command comes is its ``process_start``; a failure is the evaluation's own
+        to report (its command starts or loads again and says why)."""
+        pool = self.pool(info)
         frame = self._problem_frame(problem, settings)
+        key = str(frame["key"])
+        free = [slot for slot in pool.live if not slot.busy]
+        if any(slot.handle.loaded.get(key) for slot in free) or not (free or queue):
+            return  # a free worker has it loaded already, or none is free to start on it now
+        if any(task.get_name() == f"warm-{key}" for task in self._warming):
+            return  # one is starting for it already: a second would only queue behind it
 
         async def warm() -> None:
             with contextlib.suppress(Exception):
-                await self.pool(info).run(lambda worker: worker.load(frame), label="load")
+                await pool.run(lambda worker: worker.load(frame), label=WARM_LABEL)
 
-        task = asyncio.create_task(warm(), name=f"warm-{problem.hash[:12]}")
+        task = asyncio.create_task(warm(), name=f"warm-{key}")
         self._warming.add(task)
         task.add_done_callback(self._warming.discard)
 
@@ -478,6 +491,8 @@ class Evaluator:
         self._start_zygote()
         asked = time.monotonic()
         info = await self._device(device)
+        if not use_cache:
+            self._warm_worker(info, problem, s)
         isolation = await self.isolation()
         deps = await self._dependencies(problem, info, s, source)
         # a fresh cache probes the device and the sandbox (a process that initialises CUDA: seconds)
@@ -492,6 +507,7 @@ class Evaluator:
             # answers a caller that would not wait for baselines as well
             hit = await asyncio.to_thread(results.get, key[:6])
             if hit is None:  # a result for the same texts made under other dependencies says what changed
+                self._warm_worker(info, problem, s)
                 before = await asyncio.to_thread(results.previous, key[:6])
                 what = changes(before.dependencies, deps) if before is not None else []
                 reevaluated = reevaluated_message(what) if what else None
@@ -651,7 +667,7 @@ class Evaluator:
     ) -> Evaluation:
         digest = base["source_hash"]
         if needs_build and not await asyncio.to_thread(self.builds.verified, digest):
-            self._warm_worker(info, problem, s)  # a real build: the worker starts under it
+            self._warm_worker(info, problem, s, queue=True)  # a real build: the worker starts under it
         staged = await self._stage(source, digest, info, s, needs_build, note, phase_seconds)
         if staged.failure is not None:
             return staged.failure.model_copy(update=base)

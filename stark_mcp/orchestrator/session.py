@@ -24,7 +24,7 @@ from stark_mcp.config import Settings
 from stark_mcp.evaluator import BASELINE_NAMES, EvalSettings
 from stark_mcp.evaluator.executor import Executor, open_executor
 from stark_mcp.evaluator.outside_tools import ToolPaths
-from stark_mcp.evaluator.sandbox.levels import SandboxPolicy
+from stark_mcp.orchestrator.early_start import sandbox_policy
 from stark_mcp.orchestrator.errors import InvalidInput
 from stark_mcp.orchestrator.own_module import CreatedProblem, create_problem
 from stark_mcp.orchestrator.reads import RunReads
@@ -59,14 +59,6 @@ def data_dirs(settings: Settings) -> list[Path]:
     """What no candidate may see: the data directory and the database's folder (the cache is hidden
     by the evaluator itself)."""
     return [settings.home, settings.database.parent]
-
-
-def sandbox_policy(settings: Settings) -> SandboxPolicy:
-    return SandboxPolicy(
-        isolation=settings.isolation,
-        bwrap=str(settings.bwrap) if settings.bwrap else None,
-        uid_base=settings.sandbox_uid_base,
-    )
 
 
 def isolation_report(settings: Settings) -> tuple[str | None, list[str], str | None]:

@@ -127,3 +127,39 @@ def test_several_input_sets_are_reported_one_by_one() -> None:
                                  "  rows=8,cols=128: 2 ms, speedup eager 0.5x"]
     one = Evaluation(status=Status.PASSED, runtime=stats(1.0), shapes=shapes[:1])
     assert "input sets" not in summary(one)
+
+
+def test_eval_starts_the_zygote_before_its_own_start_up_work(tmp_path, monkeypatch) -> None:
+    """The zygote's import of torch (seconds) is what a fresh ``eval``'s first evaluation waits for:
+    the command starts it first, so it runs beside the command's imports and the problem's load."""
+    import signal
+
+    from typer.testing import CliRunner
+
+    from stark_mcp.cli import app
+    from stark_mcp.evaluator.sandbox import forked
+    from stark_mcp.orchestrator import session
+    from stark_mcp.problems import ProblemError
+
+    monkeypatch.setenv("STARK_HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("STARK_EXECUTOR", raising=False)
+    monkeypatch.setattr(forked, "_process_zygote", None)  # none yet, as in a fresh process
+    seen: list[forked.ZygoteClient | None] = []
+
+    def load_problem(spec: str) -> None:
+        started = forked._process_zygote
+        seen.append(started[1] if started is not None and started[0] == os.getpid() else None)
+        raise ProblemError("stopped once the problem is asked for")
+
+    monkeypatch.setattr(session, "load_problem", load_problem)
+    done = CliRunner().invoke(app, ["eval", str(FIXTURES / "relu_sum.py"), str(FIXTURES / "torch_ok.py"),
+                                    "--device", "cpu"])
+    zygote = seen[0] if seen else None
+    try:
+        assert done.exit_code == 2 and "stopped once the problem is asked for" in done.output
+        assert zygote is not None and zygote.proc is not None  # started by then, importing meanwhile
+        assert forked._process_zygote == (os.getpid(), zygote)  # the one the evaluator would fork from
+    finally:
+        if zygote is not None and zygote.proc is not None:
+            os.killpg(zygote.proc.pid, signal.SIGKILL)
+            zygote.close()
