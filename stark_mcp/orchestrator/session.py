@@ -48,6 +48,7 @@ __all__ = [
     "EvalSettings",
     "create_user_problem",
     "evaluate_candidate",
+    "evaluate_on",
     "open_reads",
     "open_service",
     "parse_eval_settings",
@@ -121,7 +122,7 @@ async def open_reads(settings: Settings) -> AsyncIterator[RunReads]:
 
 async def evaluate_candidate(
     settings: Settings,
-    problem: str,
+    problem: str | Problem,
     source: str,
     *,
     device: str,
@@ -134,7 +135,8 @@ async def evaluate_candidate(
     profile: bool = False,
     on_profile: Callable[[ProfileReport], None] | None = None,
 ) -> Evaluation:
-    """One trusted evaluation of ``source`` against the problem spec ``problem``; nothing recorded.
+    """One trusted evaluation of ``source`` against the problem spec ``problem`` (or the problem
+    itself); nothing recorded.
 
     ``on_result`` gets the verdict as soon as it is known, without a profile: the profile (Nsight
     Compute, 5-9 s on an H200) is taken after it, only with ``profile``, and handed to
@@ -142,23 +144,47 @@ async def evaluate_candidate(
     (flagged ``baseline_pending:<name>``). Then this call waits for the background work later
     builds use (a precompiled header: a process that exits would stop it, and every later ``eval``
     would start it again), calling ``waiting(jobs)`` first if there is any."""
-    loaded = load_problem(problem)
+    loaded = load_problem(problem) if isinstance(problem, str) else problem
     async with open_evaluator(settings, eval_settings) as evaluator:
-        evaluation = await evaluator.evaluate(
-            loaded, source, device=device, settings=eval_settings.model_copy(update={"profile": False}),
-            use_cache=use_cache, progress=progress, wait_for_baselines=wait_for_baselines,
+        evaluation = await evaluate_on(
+            evaluator, loaded, source, device=device, eval_settings=eval_settings, use_cache=use_cache,
+            progress=progress, on_result=on_result, wait_for_baselines=wait_for_baselines,
+            profile=profile, on_profile=on_profile,
         )
-        if on_result is not None:
-            on_result(evaluation)
-        if profile and evaluation.passed and evaluation.profile is None:
-            report = await evaluator.profile(
-                loaded, source, device=device, settings=eval_settings, progress=progress
-            )
-            evaluation = evaluation.model_copy(update={"profile": report})
-            if on_profile is not None:
-                on_profile(report)
         await evaluator.settle(waiting)
         return evaluation
+
+
+async def evaluate_on(
+    evaluator: Executor,
+    problem: Problem,
+    source: str,
+    *,
+    device: str,
+    eval_settings: EvalSettings,
+    use_cache: bool = True,
+    progress: Progress | None = None,
+    on_result: Callable[[Evaluation], None] | None = None,
+    wait_for_baselines: bool = True,
+    profile: bool = False,
+    on_profile: Callable[[ProfileReport], None] | None = None,
+) -> Evaluation:
+    """``evaluate_candidate``'s evaluation on an evaluator already open (a warm evaluator's, which
+    outlives the call and so leaves its background work running)."""
+    evaluation = await evaluator.evaluate(
+        problem, source, device=device, settings=eval_settings.model_copy(update={"profile": False}),
+        use_cache=use_cache, progress=progress, wait_for_baselines=wait_for_baselines,
+    )
+    if on_result is not None:
+        on_result(evaluation)
+    if profile and evaluation.passed and evaluation.profile is None:
+        report = await evaluator.profile(
+            problem, source, device=device, settings=eval_settings, progress=progress
+        )
+        evaluation = evaluation.model_copy(update={"profile": report})
+        if on_profile is not None:
+            on_profile(report)
+    return evaluation
 
 
 async def verify_kernel(
