@@ -1,4 +1,4 @@
-"""``stark-mcp daemon status|stop``: this user's warm evaluators, which ``stark-mcp eval`` starts."""
+"""``stark-mcp daemon status|stop|settle``: this user's warm evaluators, which ``stark-mcp eval`` starts."""
 
 from __future__ import annotations
 
@@ -59,6 +59,23 @@ def stop_command(
     with user_errors():
         stopped = asyncio.run(stopping())
     typer.echo(f"stopped pid {', '.join(map(str, stopped))}" if stopped else "no warm evaluator to stop")
+
+
+@daemon_app.command("settle")
+def settle_command(ctx: typer.Context) -> None:
+    """Wait until the warm evaluator this shell's eval uses has finished the background work its
+    evaluations started (the shared precompiled header a first build makes), so the next build uses it."""
+    from stark_mcp.orchestrator import warm_client
+
+    async def settling() -> int | None:
+        for state in await warm_client.daemons(settings_of(ctx)):
+            if state.compatible and state.status is not None:
+                return await warm_client.settle(state.socket)
+        return None
+
+    with user_errors():
+        jobs = asyncio.run(settling())
+    typer.echo("no warm evaluator here" if jobs is None else f"settled ({jobs} background jobs were running)")
 
 
 def register(app: typer.Typer) -> None:

@@ -201,7 +201,7 @@ def warm_folder() -> Path:
         raise WarmEvaluatorUnavailable(str(exc)) from None
 
 
-async def ask(path: Path, request: wire.Message) -> wire.Message | None:
+async def ask(path: Path, request: wire.Message, timeout: float = 10.0) -> wire.Message | None:
     try:
         reader, writer = await connect(path)
     except (FileNotFoundError, ConnectionRefusedError):
@@ -209,7 +209,7 @@ async def ask(path: Path, request: wire.Message) -> wire.Message | None:
     try:
         writer.write(request.line())
         await writer.drain()
-        line = await asyncio.wait_for(reader.readline(), 10)
+        line = await asyncio.wait_for(reader.readline(), timeout)
         return wire.parse(wire.REPLY, line) if line.endswith(b"\n") else None
     except (TimeoutError, ConnectionError, OSError, wire.BadMessage):
         return None
@@ -229,6 +229,13 @@ async def daemons(settings: Settings) -> list[DaemonState]:
         states.append(DaemonState(path, status if isinstance(status, wire.Status) else None,
                                   path.name == f"eval-{key}.sock"))
     return states
+
+
+async def settle(path: Path, timeout: float = 900.0) -> int | None:
+    """Wait until the daemon at ``path`` has finished its background work; the jobs it was running,
+    or None if none answered."""
+    reply = await ask(path, wire.SettleRequest(), timeout)
+    return reply.jobs if isinstance(reply, wire.Settled) else None
 
 
 async def stop(path: Path, wait_s: float = 30.0) -> int | None:

@@ -191,6 +191,13 @@ class WarmEvaluator:
                 )
             return self._evaluators[which]
 
+    async def settle(self) -> int:
+        """Wait for every evaluator's background work; how many jobs were running."""
+        jobs = []
+        for evaluator in list(self._evaluators.values()):
+            await evaluator.settle(jobs.append)
+        return sum(jobs)
+
     # -- one connection ----------------------------------------------------------------------------
     async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         import asyncio
@@ -226,6 +233,8 @@ class WarmEvaluator:
             elif isinstance(request, wire.StopRequest):
                 await self.send(writer, wire.Stopping(pid=os.getpid()))
                 self.stopping.set()
+            elif isinstance(request, wire.SettleRequest):
+                await self.send(writer, wire.Settled(jobs=await self.settle()))
             else:
                 await self.evaluate(request, reader, writer, pid)
         except (TimeoutError, ConnectionError, OSError) as exc:

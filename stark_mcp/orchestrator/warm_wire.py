@@ -1,8 +1,9 @@
 """What a client and a warm evaluator say to each other: typed records, one JSON object a line.
 
 A client sends one request, and the daemon answers with lines until its last (``Done``, ``Failed``,
-``Status``, ``Stopping``). A request that does not parse as one of these records, or is longer than
-``MAX_LINE``, is answered ``Failed`` (``kind="request"``) and the connection closed: never a crash.
+``Status``, ``Stopping``, ``Settled``). A request that does not parse as one of these records, or is
+longer than ``MAX_LINE``, is answered ``Failed`` (``kind="request"``) and the connection closed:
+never a crash.
 The Evaluation and the profile cross as their own JSON text, so the client prints what the daemon's
 evaluator made, byte for byte.
 """
@@ -44,7 +45,13 @@ class StopRequest(Message):
     op: Literal["stop"] = "stop"
 
 
-Request = Annotated[EvaluateRequest | StatusRequest | StopRequest, Field(discriminator="op")]
+class SettleRequest(Message):
+    """Wait for the background work the evaluations started (a shared precompiled header)."""
+
+    op: Literal["settle"] = "settle"
+
+
+Request = Annotated[EvaluateRequest | StatusRequest | StopRequest | SettleRequest, Field(discriminator="op")]
 REQUEST = TypeAdapter(Request)
 
 
@@ -97,7 +104,14 @@ class Stopping(Message):
     pid: int
 
 
-Reply = Annotated[Progress | Verdict | Profile | Done | Failed | Status | Stopping, Field(discriminator="op")]
+class Settled(Message):
+    op: Literal["settled"] = "settled"
+    jobs: int  # background jobs that were still running when asked
+
+
+Reply = Annotated[
+    Progress | Verdict | Profile | Done | Failed | Status | Stopping | Settled, Field(discriminator="op")
+]
 REPLY = TypeAdapter(Reply)
 
 

@@ -167,6 +167,8 @@ def test_the_second_eval_is_served_warm_with_the_in_process_verdict(warm: Machin
     assert text.returncode == text_in.returncode == 1
     assert figures_apart(text.stdout.splitlines()[0]) == figures_apart(text_in.stdout.splitlines()[0])
     assert list(warm.daemons()) == [pid]
+    settled = warm.cli("daemon", "settle", timeout=120)
+    assert settled.returncode == 0 and settled.stdout.startswith("settled ("), settled
 
 
 @pytest.mark.slow
