@@ -22,6 +22,9 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
+
+from pydantic import BaseModel, ValidationError
 
 from stark_mcp.config import VARIABLES, Settings
 from stark_mcp.evaluator import EvalSettings
@@ -40,8 +43,10 @@ from stark_mcp.problems import load_problem
 from stark_mcp.progress import Progress
 from stark_mcp.records import Evaluation, ProfileReport
 
+T = TypeVar("T", bound=BaseModel)
 START_TIMEOUT_S = 180.0  # the daemon's start: its imports, on a loaded 2-core machine
 PEERCRED = struct.Struct("3i")
+LOG_LIMIT = 4 * 1024 * 1024
 PACKAGE_ROOT = Path(__file__).resolve().parents[2]
 # The daemon runs this package (the one whose digest is in the key), whatever the client's sys.path.
 LAUNCH = (
@@ -96,11 +101,11 @@ async def evaluate_warm(
                 if progress is not None:
                     await progress(reply.done, reply.total, reply.message)
             elif isinstance(reply, wire.Verdict):
-                verdict = Evaluation.model_validate_json(reply.evaluation)
+                verdict = record(Evaluation, reply.evaluation, verdict)
                 if on_result is not None:
                     on_result(verdict)
             elif isinstance(reply, wire.Profile) and verdict is not None:
-                report = ProfileReport.model_validate_json(reply.report)
+                report = record(ProfileReport, reply.report, verdict)
                 verdict = verdict.model_copy(update={"profile": report})
                 if on_profile is not None:
                     on_profile(report)
@@ -116,6 +121,14 @@ async def evaluate_warm(
                 raise WarmEvaluatorLost(f"it answered out of turn ({reply.op})", verdict)
     finally:
         writer.close()
+
+
+def record(model: type[T], text: str, verdict: Evaluation | None) -> T:
+    try:
+        return model.model_validate_json(text)
+    except ValidationError as exc:
+        what = f"its {model.__name__} did not parse: {exc.errors()[0]['msg']}"
+        raise WarmEvaluatorLost(what, verdict) from None
 
 
 async def connect(path: Path) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
@@ -176,7 +189,11 @@ def start_daemon(address: WarmAddress, settings: Settings) -> subprocess.Popen[b
             "--key", address.key]
     if forks(settings):
         argv.append("--zygote")
-    fd = os.open(address.log, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC
+    with contextlib.suppress(OSError):
+        if address.log.stat().st_size > LOG_LIMIT:  # kept across daemons, not for ever
+            flags |= os.O_TRUNC
+    fd = os.open(address.log, flags, 0o600)
     try:
         return subprocess.Popen(
             argv, stdin=subprocess.DEVNULL, stdout=fd, stderr=fd, cwd=address.folder, env=env,

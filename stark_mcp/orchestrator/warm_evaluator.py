@@ -142,6 +142,7 @@ class WarmEvaluator:
         self.stopping = asyncio.Event()
         self._evaluators: dict[str, Executor] = {}
         self._opening = asyncio.Lock()
+        self._work: set[asyncio.Task[None]] = set()
         self._stack = contextlib.AsyncExitStack()
 
     async def run(self, listener: socket.socket) -> int:
@@ -165,7 +166,10 @@ class WarmEvaluator:
             server.close()
             with contextlib.suppress(FileNotFoundError):
                 self.path.unlink()  # new clients start another daemon, which waits for this one's lock
-            log.info("stopping (served %d evaluations)", self.served)
+            log.info("stopping (served %d evaluations, cancelling %d)", self.served, len(self._work))
+            for task in list(self._work):  # their clients see the connection close and evaluate themselves
+                task.cancel()
+            await asyncio.gather(*self._work, return_exceptions=True)
         return 0
 
     async def _idle_watch(self) -> None:
@@ -270,6 +274,8 @@ class WarmEvaluator:
         self.active += 1
         started = time.monotonic()
         work = asyncio.create_task(self._evaluate(request, problem, eval_settings, writer))
+        self._work.add(work)
+        work.add_done_callback(self._work.discard)
         gone = asyncio.create_task(reader.read(1))  # EOF (or anything more): the client has gone
         try:
             await asyncio.wait({work, gone}, return_when=asyncio.FIRST_COMPLETED)
