@@ -1,9 +1,10 @@
 """The warm evaluator through real ``stark-mcp eval`` processes on the CPU (issue 40): a second eval
 is served by the daemon the first one started, with the verdict and exit code of ``--no-daemon``;
-a different key gets another daemon; a killed daemon's socket is replaced and a daemon killed
-mid-evaluation costs the client nothing but an in-process evaluation; an idle daemon exits; a folder
-others could use is refused; two clients are served at once; a client that goes away has its
-evaluation cancelled. Each test's machine is a runtime folder and a data home of its own."""
+a different key gets another daemon; two racing to start one get one, and are served at once; a
+killed daemon's socket is replaced, and a daemon killed mid-evaluation costs the client nothing but
+an in-process evaluation; an idle daemon exits; a folder others could use is refused; a client
+that goes away has its evaluation cancelled. Each test's machine is a runtime folder and a data
+home of its own."""
 
 from __future__ import annotations
 
@@ -23,8 +24,8 @@ from typing import Any
 
 import pytest
 
-from stark_mcp.config import VARIABLES
-from stark_mcp.orchestrator.warm_address import InsecureFolder, secure_folder
+from stark_mcp.config import VARIABLES, Settings
+from stark_mcp.orchestrator.warm_address import InsecureFolder, compatibility_key, secure_folder
 from tests.evaluator.conftest import FIXTURES
 
 DRIVER = "import sys; from stark_mcp.cli import main; main(sys.argv[1:])"
@@ -172,27 +173,33 @@ def test_the_second_eval_is_served_warm_with_the_in_process_verdict(warm: Machin
 
 
 @pytest.mark.slow
-def test_two_clients_are_served_at_once(warm: Machine) -> None:
-    warm.evaluate(FIXTURES / "torch_ok.py")  # the daemon up (the module's first test may not have run)
-    (pid,) = warm.daemons()
-    clients = [warm.start(FIXTURES / "torch_ok.py", "--no-cache") for _ in range(2)]
-    most = 0
+def test_two_clients_racing_to_start_one_get_one_daemon_and_are_served_at_once(tmp_path: Path) -> None:
+    m = machine(tmp_path)
+    try:
+        clients = [m.start(FIXTURES / "torch_ok.py", "--no-cache") for _ in range(2)]
+        most = 0
 
-    def watch() -> None:
-        nonlocal most
-        while any(c.poll() is None for c in clients):
-            most = max(most, warm.status()[pid]["active"])
-            time.sleep(0.02)
+        def watch() -> None:
+            nonlocal most
+            while any(c.poll() is None for c in clients):
+                most = max([most, *(status["active"] for status in m.status().values())])
+                time.sleep(0.02)
 
-    watcher = threading.Thread(target=watch)
-    watcher.start()
-    outs = [c.communicate(timeout=300) for c in clients]
-    watcher.join()
-    for client, (out, err) in zip(clients, outs, strict=True):
-        assert client.returncode == 0, err
-        data = json.loads(out.splitlines()[0])
-        assert data["status"] == "passed" and data["served_by"] == pid
-    assert most == 2  # both evaluations were in the daemon at once
+        watcher = threading.Thread(target=watch)
+        watcher.start()
+        outs = [c.communicate(timeout=300) for c in clients]
+        watcher.join()
+        served = set()
+        for client, (out, err) in zip(clients, outs, strict=True):
+            assert client.returncode == 0, err
+            data = json.loads(out.splitlines()[0])
+            assert data["status"] == "passed"
+            served.add(data["served_by"])
+        assert len(served) == 1 and list(m.status()) == list(served)  # one daemon served both
+        assert m.logs().count("serving key") == 1
+        assert most == 2  # both evaluations were in the daemon at once
+    finally:
+        shut_down(m)
 
 
 @pytest.mark.slow
@@ -311,6 +318,27 @@ def test_a_killed_daemon_is_replaced_and_an_idle_one_exits(tmp_path: Path) -> No
         assert "idle for 4 s: exiting" in m.logs()
     finally:
         shut_down(m)
+
+
+def test_the_key_follows_what_reaches_the_evaluator(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    settings = Settings.from_env({"STARK_HOME": str(tmp_path / "home")})
+    env = {"PATH": "/usr/bin", "HOME": "/root"}
+    key = compatibility_key(settings, env)
+    assert key == compatibility_key(settings, dict(env))
+    # what reaches builds, jails and the device: another key
+    for name, value in (("CUDA_VISIBLE_DEVICES", "1"), ("TORCH_CUDA_ARCH_LIST", "9.0"),
+                        ("TRITON_CACHE_DIR", "/x"), ("LD_LIBRARY_PATH", "/opt"), ("PATH", "/opt/bin")):
+        assert compatibility_key(settings, {**env, name: value}) != key, name
+    for field, value in (("isolation", "process"), ("gpus", "1"), ("cache_dir", tmp_path / "c2"),
+                         ("home", tmp_path / "home2")):
+        assert compatibility_key(settings.model_copy(update={field: value}), env) != key, field
+    # what does not: a secret-looking variable (never passed on), an unrelated one, the LLM, the idle time
+    for name, value in (("ANTHROPIC_API_KEY", "k"), ("EDITOR", "vi")):
+        assert compatibility_key(settings, {**env, name: value}) == key, name
+    for field, value in (("model", "other"), ("eval_daemon_idle_s", 5.0), ("log_level", "DEBUG")):
+        assert compatibility_key(settings.model_copy(update={field: value}), env) == key, field
+    monkeypatch.setattr(sys, "executable", "/other/python")
+    assert compatibility_key(settings, env) != key
 
 
 def test_a_folder_others_could_use_is_refused(tmp_path: Path) -> None:
