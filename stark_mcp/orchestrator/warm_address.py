@@ -10,8 +10,9 @@ TRITON_*, ...). The socket's name carries the key, so a different key is a diffe
 upgraded stark-mcp never talks to an old one.
 
 The folder is machine-wide per user and independent of TMPDIR: ``$XDG_RUNTIME_DIR/stark-mcp``, else
-``/tmp/stark-mcp-<uid>``. It is made 0700; one that is a link, belongs to someone else or lets the
-group or others in is refused (``InsecureFolder``): its socket could be anyone's.
+(or where that variable names no folder) ``/tmp/stark-mcp-<uid>``. It is made 0700; one that is a
+link, belongs to someone else or lets the group or others in is refused (``InsecureFolder``): its
+socket could be anyone's.
 """
 
 from __future__ import annotations
@@ -120,7 +121,7 @@ def compatibility_key(settings: Settings, environ: dict[str, str] | None = None)
 def folder_path(environ: dict[str, str] | None = None) -> Path:
     env = os.environ if environ is None else environ
     runtime = env.get("XDG_RUNTIME_DIR", "")
-    if runtime and os.path.isabs(runtime):
+    if runtime and os.path.isabs(runtime) and os.path.isdir(runtime):
         return Path(runtime) / "stark-mcp"
     return Path("/tmp") / f"stark-mcp-{os.getuid()}"
 

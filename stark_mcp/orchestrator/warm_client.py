@@ -47,6 +47,7 @@ T = TypeVar("T", bound=BaseModel)
 START_TIMEOUT_S = 180.0  # the daemon's start: its imports, on a loaded 2-core machine
 PEERCRED = struct.Struct("3i")
 LOG_LIMIT = 4 * 1024 * 1024
+SOCKET_PATH_MAX = 108  # sun_path, with its terminating NUL
 PACKAGE_ROOT = Path(__file__).resolve().parents[2]
 # The daemon runs this package (the one whose digest is in the key), whatever the client's sys.path.
 LAUNCH = (
@@ -75,6 +76,8 @@ async def evaluate_warm(
         address = warm_address(settings)
     except InsecureFolder as exc:
         raise WarmEvaluatorUnavailable(str(exc)) from None
+    if len(os.fsencode(address.socket)) >= SOCKET_PATH_MAX:
+        raise WarmEvaluatorUnavailable(f"its socket's path {address.socket} is too long for a unix socket")
     loaded = load_problem(problem)
     request = wire.EvaluateRequest(
         key=address.key, problem=loaded.model_dump(mode="json"), source=source, device=device,  # type: ignore[arg-type]
