@@ -42,8 +42,9 @@ class Machine:
         return subprocess.run([sys.executable, "-c", DRIVER, *args], env={**self.env, **extra}, cwd=ROOT,
                               capture_output=True, text=True, timeout=timeout)
 
-    def evaluate(self, candidate: Path, *options: str, **extra: str) -> tuple[int, dict[str, Any], str]:
-        done = self.cli("eval", str(PROBLEM), str(candidate), "--device", "cpu", "--json",
+    def evaluate(self, candidate: Path, *options: str, device: str = "cpu",
+                 **extra: str) -> tuple[int, dict[str, Any], str]:
+        done = self.cli("eval", str(PROBLEM), str(candidate), "--device", device, "--json",
                         "--baselines", "eager", *options, **extra)
         assert done.stdout.strip(), done.stderr
         return done.returncode, json.loads(done.stdout.splitlines()[0]), done.stderr
@@ -372,3 +373,27 @@ def test_eval_with_a_refused_folder_evaluates_in_process_and_says_why(tmp_path: 
     assert code in (1, 3) and data["served_by"] is None
     assert "no warm evaluator" in err and "open to others" in err and "evaluating in this process" in err
     assert list(m.folder.iterdir()) == []  # nothing started, nothing bound there
+
+
+OWN_PHASES = ("load", "inputs", "reference", "correctness", "compare", "timing")
+
+
+@pytest.mark.gpu
+def test_on_the_gpu_a_re_evaluation_from_the_cli_is_its_own_work_and_little_more(tmp_path: Path) -> None:
+    import torch  # here, not at the module's import: the CPU tests' processes never need it
+
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA device")
+    m = machine(tmp_path)
+    try:
+        code, first, err = m.evaluate(FIXTURES / "torch_ok.py", device="cuda")
+        assert code == 0 and first["device"] == "cuda", err
+        started = time.monotonic()
+        code, again, err = m.evaluate(FIXTURES / "torch_ok.py", "--no-cache", device="cuda")
+        wall = time.monotonic() - started  # to the CLI's exit: an upper bound of its time to verdict
+        assert code == 0 and again["served_by"] == first["served_by"] is not None, err
+        assert again["phase_seconds"]["process_start"] < 0.3, again["phase_seconds"]
+        own = sum(again["phase_seconds"].get(p, 0.0) for p in OWN_PHASES)
+        assert wall - own < 2.0, (wall, own, again["phase_seconds"])  # issue 40's target
+    finally:
+        shut_down(m)
