@@ -179,6 +179,10 @@ class WarmEvaluator:
         while True:
             await asyncio.sleep(min(1.0, idle / 4))
             if self.active == 0 and time.monotonic() - self.last_seen >= idle:
+                # background work (a precompiled header) is finished first, as an in-process eval
+                # finished it; a client arriving meanwhile keeps the daemon
+                if await self.settle():
+                    continue
                 log.info("idle for %g s: exiting", idle)
                 self.stopping.set()
                 return
