@@ -135,7 +135,7 @@ def eval_command(
         # First, before this command's heavy imports and the problem's load: the zygote's own import
         # of torch is what a fresh process's first evaluation would otherwise wait for.
         start_zygote(settings)
-    from stark_mcp.orchestrator.session import evaluate_candidate, parse_eval_settings
+    from stark_mcp.orchestrator.eval_options import parse_eval_settings
 
     with user_errors():
         eval_settings = parse_eval_settings(baselines)
@@ -170,6 +170,8 @@ def eval_command(
         if evaluation is not None:
             raise typer.Exit(exit_code(evaluation.status.value))
         start_zygote(settings)
+    from stark_mcp.orchestrator.session import evaluate_candidate
+
     with user_errors(), display.showing():
         evaluation = asyncio.run(evaluate_candidate(
             settings, problem, source, device=device, eval_settings=eval_settings,

@@ -9,13 +9,11 @@ to know how the store, the evaluator or the prompt templates are put together.
 
 from __future__ import annotations
 
-import json
 import secrets
 import shutil
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
 
 from pydantic import ValidationError
 
@@ -26,6 +24,7 @@ from stark_mcp.evaluator.executor import Executor, open_executor
 from stark_mcp.evaluator.outside_tools import ToolPaths
 from stark_mcp.orchestrator.early_start import sandbox_policy
 from stark_mcp.orchestrator.errors import InvalidInput
+from stark_mcp.orchestrator.eval_options import parse_eval_settings
 from stark_mcp.orchestrator.own_module import CreatedProblem, create_problem
 from stark_mcp.orchestrator.reads import RunReads
 from stark_mcp.orchestrator.run_service import RunService
@@ -254,27 +253,3 @@ async def create_user_problem(
         return await create_problem(request, None, progress=progress)
     async with open_evaluator(settings) as evaluator:
         return await create_problem(request, evaluator, device=device, progress=progress)
-
-
-def parse_eval_settings(baselines: str | None = None, overrides: str | None = None) -> EvalSettings:
-    """Evaluator settings from a comma-separated baseline list and a JSON object of other fields
-    (the CLI's ``--baselines`` and ``--eval-settings``); ``InvalidInput`` names what is wrong."""
-    fields: dict[str, Any] = {}
-    if overrides:
-        try:
-            fields = json.loads(overrides)
-        except json.JSONDecodeError as exc:
-            raise InvalidInput(f"--eval-settings is not JSON: {exc}") from None
-        if not isinstance(fields, dict):
-            raise InvalidInput("--eval-settings must be a JSON object of EvalSettings fields")
-    unknown = sorted(set(fields) - set(EvalSettings.model_fields))
-    if unknown:
-        raise InvalidInput(f"--eval-settings: unknown field(s) {', '.join(unknown)}")
-    if baselines is not None:
-        fields["baselines"] = tuple(name.strip() for name in baselines.split(",") if name.strip())
-    try:
-        return EvalSettings(**fields)
-    except ValidationError as exc:
-        error = exc.errors()[0]
-        where = ".".join(str(part) for part in error["loc"]) or "evaluator settings"
-        raise InvalidInput(f"{where}: {error['msg']}") from None
