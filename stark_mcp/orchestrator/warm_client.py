@@ -72,6 +72,8 @@ async def evaluate_warm(
 ) -> Evaluation:
     """``session.evaluate_candidate`` by the warm evaluator compatible with this process, started if
     there is none; the same callbacks, the same records."""
+    if not hasattr(socket, "SO_PEERCRED"):
+        raise WarmEvaluatorUnavailable("this system cannot tell who is at a unix socket's end (SO_PEERCRED)")
     try:
         address = warm_address(settings)
     except InsecureFolder as exc:
