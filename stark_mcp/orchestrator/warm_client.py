@@ -86,11 +86,17 @@ async def evaluate_warm(
         eval_settings=eval_settings.model_dump(mode="json"), use_cache=use_cache,
         wait_for_baselines=wait_for_baselines, profile=profile,
     )
-    reader, writer = await connect_or_start(address, settings)
+    try:
+        reader, writer = await connect_or_start(address, settings)
+    except OSError as exc:  # not the expected "nobody there": a folder or socket we cannot use
+        raise WarmEvaluatorUnavailable(f"cannot reach or start it: {exc}") from None
     verdict: Evaluation | None = None
     try:
-        writer.write(request.line())
-        await writer.drain()
+        try:
+            writer.write(request.line())
+            await writer.drain()
+        except (ConnectionError, OSError) as exc:
+            raise WarmEvaluatorLost(f"its connection broke ({exc})") from None
         while True:
             try:
                 line = await reader.readline()
