@@ -50,6 +50,8 @@ VARIABLES: dict[str, str] = {
     "executor": "STARK_EXECUTOR",
     "ray_address": "STARK_RAY_ADDRESS",
     "memory": "STARK_MEMORY",
+    "eval_daemon": "STARK_EVAL_DAEMON",
+    "eval_daemon_idle_s": "STARK_EVAL_DAEMON_IDLE_S",
 }
 ROLE_MODEL_PREFIX = "STARK_MODEL_"
 
@@ -104,6 +106,14 @@ class Settings(BaseModel):
     )
     memory: bool = Field(
         True, description="keep what finished runs learned and show similar problems' to the planner"
+    )
+    eval_daemon: bool = Field(
+        True, description="stark-mcp eval hands its evaluation to a warm evaluator it starts on first use "
+        "and reuses (off: every eval evaluates in its own process)"
+    )
+    eval_daemon_idle_s: float = Field(
+        600.0, gt=0, le=7 * 24 * 3600,
+        description="seconds a warm evaluator waits for its next eval before it exits",
     )
 
     @field_validator("gpus")

@@ -239,6 +239,10 @@ class Evaluation(BaseModel):
     reevaluated: str | None = Field(
         None, description="why a cached result for the same texts was not reused (what changed since)"
     )
+    served_by: int | None = Field(
+        None, description="pid of the warm evaluator (stark-mcp eval's daemon) that made this verdict; None: "
+        "the caller's own process"
+    )
 
     @property
     def passed(self) -> bool:

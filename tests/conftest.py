@@ -39,6 +39,7 @@ from typing import IO
 
 import pytest
 
+from stark_mcp.config import VARIABLES
 from tests.toolchain import VARIABLE as TOOLCHAIN_VARIABLE
 from tests.xdist_groups import check_groups_kept
 
@@ -52,12 +53,17 @@ from tests.xdist_groups import check_groups_kept
 if os.environ.pop("PYTHONDONTWRITEBYTECODE", None) is not None:
     sys.dont_write_bytecode = False
 
+# Every `stark-mcp eval` a test starts evaluates in its own process, as before the warm evaluator:
+# each test's STARK_HOME is a key of its own, so each would leave a daemon behind for its idle time.
+# The warm evaluator's tests (tests/orchestrator/test_warm_evaluator.py) turn it on in their env.
+os.environ[VARIABLES["eval_daemon"]] = "0"
+
 SHARED_FOLDERS = ("adversarial", "evaluator", "bench")
 SHARED_SESSION_FIXTURES = {"evaluator", "cache_dir", "suite_evaluator", "suite_cache", "bench_run"}
 # Module fixtures that start processes (a server with its evaluator and runs, a zygote, the user's
 # program under capture): their module's tests share one worker, so each is made once a run, not
 # once on every worker its tests land on (3 to 8 CPU-s each time, docs/benchmarks/suite.md).
-SHARED_MODULE_FIXTURES = {"flow", "served", "seeded", "two_workers", "zygote", "captured"}
+SHARED_MODULE_FIXTURES = {"flow", "served", "seeded", "two_workers", "zygote", "captured", "warm"}
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:

@@ -15,6 +15,7 @@ import typer
 from stark_mcp import __version__
 from stark_mcp.cli import (
     bench_cmd,
+    daemon_cmd,
     doctor_cmd,
     eval_cmd,
     memory_cmd,
@@ -54,7 +55,7 @@ def root(
 
 for _group in (
     eval_cmd, run_cmd, runs_cmd, serve_cmd, bench_cmd, report_cmd, doctor_cmd, problem_cmd, memory_cmd,
-    verify_cmd,
+    verify_cmd, daemon_cmd,
 ):
     _group.register(app)
 

@@ -6,6 +6,7 @@ stdout carries only the verdict (or its JSON); the evaluator's phases show on st
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -15,6 +16,8 @@ from stark_mcp.cli.context import DEVICE_HELP, check_device, fail, settings_of, 
 from stark_mcp.cli.display import PhaseDisplay
 
 if TYPE_CHECKING:
+    from stark_mcp.config import Settings
+    from stark_mcp.orchestrator.session import EvalSettings
     from stark_mcp.records import Evaluation, ProfileReport, TrustReport
 
 
@@ -115,16 +118,24 @@ def eval_command(
     no_cache: bool = typer.Option(False, "--no-cache", help="re-evaluate even if a result is cached"),
     profile: bool = typer.Option(
         False, "--profile", help="GPU: profile a passing candidate's kernels after printing the verdict"),
+    no_daemon: bool = typer.Option(
+        False, "--no-daemon", help="evaluate in this process, not in the warm evaluator (default: "
+        "STARK_EVAL_DAEMON, else the warm evaluator, started on first use)"),
 ) -> None:
     """Build, check and time CANDIDATE against PROBLEM in isolated processes. Exit status: 0 passed,
-    1 wrong_output or rejected, 3 build/load/runtime error or timeout, 2 bad arguments or problem."""
+    1 wrong_output or rejected, 3 build/load/runtime error or timeout, 2 bad arguments or problem.
+
+    The evaluation runs in this user's warm evaluator (a daemon keeping torch, CUDA and the workers
+    warm; `stark-mcp daemon status|stop`), started on first use, or in this process with --no-daemon."""
     from stark_mcp.orchestrator.early_start import start_zygote
 
     settings = settings_of(ctx)
-    # First, before this command's heavy imports and the problem's load: the zygote's own import of
-    # torch is what a fresh process's first evaluation would otherwise wait for.
-    start_zygote(settings)
-    from stark_mcp.orchestrator.session import evaluate_candidate, parse_eval_settings
+    warm = settings.eval_daemon and not no_daemon
+    if not warm:
+        # First, before this command's heavy imports and the problem's load: the zygote's own import
+        # of torch is what a fresh process's first evaluation would otherwise wait for.
+        start_zygote(settings)
+    from stark_mcp.orchestrator.eval_options import parse_eval_settings
 
     with user_errors():
         eval_settings = parse_eval_settings(baselines)
@@ -150,13 +161,54 @@ def eval_command(
         display.show("eval: finishing the shared precompiled header for later builds "
                      "(Ctrl-C skips it; the next eval would start it again)")
 
+    device = device or settings.device
+    if warm:
+        evaluation = evaluate_warm(
+            settings, problem, source, device, eval_settings, no_cache, baselines, profile, display, show,
+            show_profile,
+        )
+        if evaluation is not None:
+            raise typer.Exit(exit_code(evaluation.status.value))
+        start_zygote(settings)
+    from stark_mcp.orchestrator.session import evaluate_candidate
+
     with user_errors(), display.showing():
         evaluation = asyncio.run(evaluate_candidate(
-            settings, problem, source, device=device or settings.device, eval_settings=eval_settings,
+            settings, problem, source, device=device, eval_settings=eval_settings,
             use_cache=not no_cache, progress=display.on_phase, on_result=show, waiting=waiting,
             wait_for_baselines=baselines is not None, profile=profile, on_profile=show_profile,
         ))
     raise typer.Exit(exit_code(evaluation.status.value))
+
+
+def evaluate_warm(
+    settings: Settings, problem: str, source: str, device: str, eval_settings: EvalSettings, no_cache: bool,
+    baselines: str | None, profile: bool, display: PhaseDisplay, show: Callable[[Evaluation], None],
+    show_profile: Callable[[ProfileReport], None],
+) -> Evaluation | None:
+    """The evaluation by the warm evaluator, or None where the caller should evaluate in-process
+    (none could take it, or it stopped before its verdict: said on stderr)."""
+    from stark_mcp.orchestrator import warm_client
+    from stark_mcp.orchestrator.errors import WarmEvaluatorLost, WarmEvaluatorUnavailable
+    from stark_mcp.records import Evaluation
+
+    with user_errors(), display.showing():
+        try:
+            return asyncio.run(warm_client.evaluate_warm(
+                settings, problem, source, device=device, eval_settings=eval_settings,
+                use_cache=not no_cache, progress=display.on_phase, on_result=show,
+                wait_for_baselines=baselines is not None, profile=profile, on_profile=show_profile,
+            ))
+        except WarmEvaluatorUnavailable as exc:
+            display.line(f"eval: no warm evaluator ({exc}); evaluating in this process")
+        except WarmEvaluatorLost as exc:
+            verdict = exc.verdict
+            if isinstance(verdict, Evaluation):  # printed already; only its profile is missing
+                display.line(f"eval: the warm evaluator stopped after the verdict ({exc}); no profile")
+                return verdict
+            display.line(f"eval: the warm evaluator stopped mid-evaluation ({exc}); evaluating in this "
+                         "process")
+    return None
 
 
 def register(app: typer.Typer) -> None:

@@ -28,8 +28,13 @@ def sandbox_policy(settings: Settings) -> SandboxPolicy:
     )
 
 
+def forks(settings: Settings) -> bool:
+    """Whether this process's evaluations fork from a zygote (local executor; the policy allows it)."""
+    return settings.executor == "local" and sandbox_policy(settings).fork
+
+
 def start_zygote(settings: Settings) -> None:
-    """Start this process's zygote now, where its evaluations would fork from one (local executor;
-    the policy allows it). Returns at once: the zygote imports in the background."""
-    if settings.executor == "local" and sandbox_policy(settings).fork:
+    """Start this process's zygote now, where its evaluations would fork from one. Returns at once:
+    the zygote imports in the background."""
+    if forks(settings):
         process_zygote(scrub_env(os.environ, {}))

@@ -28,3 +28,21 @@ class ExpansionFailed(RunError):
 
 class ExportRefused(RunError):
     """The node cannot be exported as a kernel: it is the reference, or it did not pass."""
+
+
+class WarmEvaluatorUnavailable(RunError):
+    """No warm evaluator can take this evaluation (its folder is refused, it would not start, it
+    refused the request); the caller evaluates in its own process."""
+
+
+class WarmEvaluatorLost(RunError):
+    """The warm evaluator stopped during an evaluation. ``verdict``: the verdict it had sent, if any."""
+
+    def __init__(self, message: str, verdict: object | None = None) -> None:
+        super().__init__(message)
+        self.verdict = verdict
+
+
+class WarmEvaluationFailed(RunError):
+    """The evaluation in the warm evaluator raised the error whose message this carries (what the
+    same evaluation in this process would have raised)."""

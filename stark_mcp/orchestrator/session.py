@@ -9,13 +9,11 @@ to know how the store, the evaluator or the prompt templates are put together.
 
 from __future__ import annotations
 
-import json
 import secrets
 import shutil
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
 
 from pydantic import ValidationError
 
@@ -26,6 +24,7 @@ from stark_mcp.evaluator.executor import Executor, open_executor
 from stark_mcp.evaluator.outside_tools import ToolPaths
 from stark_mcp.orchestrator.early_start import sandbox_policy
 from stark_mcp.orchestrator.errors import InvalidInput
+from stark_mcp.orchestrator.eval_options import parse_eval_settings
 from stark_mcp.orchestrator.own_module import CreatedProblem, create_problem
 from stark_mcp.orchestrator.reads import RunReads
 from stark_mcp.orchestrator.run_service import RunService
@@ -48,6 +47,7 @@ __all__ = [
     "EvalSettings",
     "create_user_problem",
     "evaluate_candidate",
+    "evaluate_on",
     "open_reads",
     "open_service",
     "parse_eval_settings",
@@ -121,7 +121,7 @@ async def open_reads(settings: Settings) -> AsyncIterator[RunReads]:
 
 async def evaluate_candidate(
     settings: Settings,
-    problem: str,
+    problem: str | Problem,
     source: str,
     *,
     device: str,
@@ -134,7 +134,8 @@ async def evaluate_candidate(
     profile: bool = False,
     on_profile: Callable[[ProfileReport], None] | None = None,
 ) -> Evaluation:
-    """One trusted evaluation of ``source`` against the problem spec ``problem``; nothing recorded.
+    """One trusted evaluation of ``source`` against the problem spec ``problem`` (or the problem
+    itself); nothing recorded.
 
     ``on_result`` gets the verdict as soon as it is known, without a profile: the profile (Nsight
     Compute, 5-9 s on an H200) is taken after it, only with ``profile``, and handed to
@@ -142,23 +143,47 @@ async def evaluate_candidate(
     (flagged ``baseline_pending:<name>``). Then this call waits for the background work later
     builds use (a precompiled header: a process that exits would stop it, and every later ``eval``
     would start it again), calling ``waiting(jobs)`` first if there is any."""
-    loaded = load_problem(problem)
+    loaded = load_problem(problem) if isinstance(problem, str) else problem
     async with open_evaluator(settings, eval_settings) as evaluator:
-        evaluation = await evaluator.evaluate(
-            loaded, source, device=device, settings=eval_settings.model_copy(update={"profile": False}),
-            use_cache=use_cache, progress=progress, wait_for_baselines=wait_for_baselines,
+        evaluation = await evaluate_on(
+            evaluator, loaded, source, device=device, eval_settings=eval_settings, use_cache=use_cache,
+            progress=progress, on_result=on_result, wait_for_baselines=wait_for_baselines,
+            profile=profile, on_profile=on_profile,
         )
-        if on_result is not None:
-            on_result(evaluation)
-        if profile and evaluation.passed and evaluation.profile is None:
-            report = await evaluator.profile(
-                loaded, source, device=device, settings=eval_settings, progress=progress
-            )
-            evaluation = evaluation.model_copy(update={"profile": report})
-            if on_profile is not None:
-                on_profile(report)
         await evaluator.settle(waiting)
         return evaluation
+
+
+async def evaluate_on(
+    evaluator: Executor,
+    problem: Problem,
+    source: str,
+    *,
+    device: str,
+    eval_settings: EvalSettings,
+    use_cache: bool = True,
+    progress: Progress | None = None,
+    on_result: Callable[[Evaluation], None] | None = None,
+    wait_for_baselines: bool = True,
+    profile: bool = False,
+    on_profile: Callable[[ProfileReport], None] | None = None,
+) -> Evaluation:
+    """``evaluate_candidate``'s evaluation on an evaluator already open (a warm evaluator's, which
+    outlives the call and so leaves its background work running)."""
+    evaluation = await evaluator.evaluate(
+        problem, source, device=device, settings=eval_settings.model_copy(update={"profile": False}),
+        use_cache=use_cache, progress=progress, wait_for_baselines=wait_for_baselines,
+    )
+    if on_result is not None:
+        on_result(evaluation)
+    if profile and evaluation.passed and evaluation.profile is None:
+        report = await evaluator.profile(
+            problem, source, device=device, settings=eval_settings, progress=progress
+        )
+        evaluation = evaluation.model_copy(update={"profile": report})
+        if on_profile is not None:
+            on_profile(report)
+    return evaluation
 
 
 async def verify_kernel(
@@ -228,27 +253,3 @@ async def create_user_problem(
         return await create_problem(request, None, progress=progress)
     async with open_evaluator(settings) as evaluator:
         return await create_problem(request, evaluator, device=device, progress=progress)
-
-
-def parse_eval_settings(baselines: str | None = None, overrides: str | None = None) -> EvalSettings:
-    """Evaluator settings from a comma-separated baseline list and a JSON object of other fields
-    (the CLI's ``--baselines`` and ``--eval-settings``); ``InvalidInput`` names what is wrong."""
-    fields: dict[str, Any] = {}
-    if overrides:
-        try:
-            fields = json.loads(overrides)
-        except json.JSONDecodeError as exc:
-            raise InvalidInput(f"--eval-settings is not JSON: {exc}") from None
-        if not isinstance(fields, dict):
-            raise InvalidInput("--eval-settings must be a JSON object of EvalSettings fields")
-    unknown = sorted(set(fields) - set(EvalSettings.model_fields))
-    if unknown:
-        raise InvalidInput(f"--eval-settings: unknown field(s) {', '.join(unknown)}")
-    if baselines is not None:
-        fields["baselines"] = tuple(name.strip() for name in baselines.split(",") if name.strip())
-    try:
-        return EvalSettings(**fields)
-    except ValidationError as exc:
-        error = exc.errors()[0]
-        where = ".".join(str(part) for part in error["loc"]) or "evaluator settings"
-        raise InvalidInput(f"{where}: {error['msg']}") from None
