@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -77,8 +78,9 @@ class Machine:
 
 
 def machine(base: Path, idle_s: float = 120.0, **extra: str) -> Machine:
-    run = base / "run"
-    run.mkdir(mode=0o700)
+    # A short folder of its own: under pytest-xdist's deep tmp_path the socket's path passes the
+    # 108 bytes a unix socket's address may hold, and eval then (rightly) evaluates in-process.
+    run = Path(tempfile.mkdtemp(prefix="stw-", dir="/tmp"))
     env = {**os.environ, "XDG_RUNTIME_DIR": str(run), "STARK_HOME": str(base / "home"),
            VARIABLES["eval_daemon"]: "1", VARIABLES["eval_daemon_idle_s"]: str(idle_s), **extra}
     return Machine(env, run / "stark-mcp")
@@ -124,6 +126,7 @@ def shut_down(m: Machine) -> None:
     for pid in pids:
         if alive(pid):
             os.kill(pid, signal.SIGKILL)
+    shutil.rmtree(m.folder.parent, ignore_errors=True)
 
 
 @pytest.fixture(scope="module")
@@ -373,6 +376,7 @@ def test_eval_with_a_refused_folder_evaluates_in_process_and_says_why(tmp_path: 
     assert code in (1, 3) and data["served_by"] is None
     assert "no warm evaluator" in err and "open to others" in err and "evaluating in this process" in err
     assert list(m.folder.iterdir()) == []  # nothing started, nothing bound there
+    shutil.rmtree(m.folder.parent)
 
 
 OWN_PHASES = ("load", "inputs", "reference", "correctness", "compare", "timing")
