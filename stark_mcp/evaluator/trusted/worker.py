@@ -290,7 +290,7 @@ class Worker:
             jail.start(spec, self.info, zygote=self.zygote())
         except Exception as exc:  # noqa: BLE001 - a jail that cannot start: reported as the load's failure
             raise ProblemFailure("start", f"the problem's reference jail did not start: {exc}") from None
-        load_s = max(float(settings.get("load_timeout_s", 120)), 60.0)
+        load_s = float(settings.get("load_timeout_s", 120))
         call_s = max(
             float(settings.get("timing_timeout_s", 180)), float(settings.get("correctness_timeout_s", 120))
         )
