@@ -9,6 +9,7 @@ are a clear ProblemError in seconds, and the worker goes on serving other proble
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import time
 import uuid
@@ -113,3 +114,60 @@ async def test_a_problem_that_hangs_or_exits_at_import_is_a_clear_error_and_the_
     assert "import failed" in str(caught.value) and words in str(caught.value), str(caught.value)
     after = await evaluate_fixture(evaluator, "relu_sum.py", "torch_ok.py", use_cache=False)
     assert after.status is Status.PASSED, after.message
+
+
+TRIPPED = '''
+import torch
+import torch.nn as nn
+
+STARK_IMPORT_ROOTS = [{root!r}]
+
+import switch  # from the import root: the jail imports the problem's own package
+
+
+class Model(nn.Module):
+    def forward(self, a, b):
+        return torch.relu(a + b)
+
+
+def get_inputs():
+    switch.maybe_exit()  # get_inputs runs only in the reference jail
+    return [torch.randn(64, 128), torch.randn(64, 128)]
+
+
+def get_init_inputs():
+    return []
+'''
+
+SWITCH = '''
+import os
+
+
+def maybe_exit():
+    if os.path.exists(os.path.join(os.path.dirname(os.path.abspath(__file__)), "trip")):
+        os._exit(7)
+'''
+
+
+async def test_a_reference_jail_that_died_is_started_again_for_the_next_evaluation(evaluator) -> None:
+    # In the repository rather than a 0700 pytest folder: the problem's import root must be readable
+    # by the jails' own users.
+    root = Path.cwd() / f".refjail-test-{uuid.uuid4().hex[:8]}"
+    root.mkdir(mode=0o755)
+    try:
+        (root / "switch.py").write_text(SWITCH)
+        problem = problem_from_source(TRIPPED.format(root=str(root)), name="tripped")
+        candidate = fixture_text("torch_ok.py")
+
+        async def evaluate():
+            return await evaluator.evaluate(problem, candidate, device="cpu", settings=FAST, use_cache=False)
+
+        assert (await evaluate()).status is Status.PASSED
+        (root / "trip").write_text("")
+        with pytest.raises(ProblemError, match="exited with code 7"):
+            await evaluate()
+        (root / "trip").unlink()
+        again = await evaluate()  # the same worker: its jail for the problem starts afresh
+        assert again.status is Status.PASSED, again.message
+    finally:
+        shutil.rmtree(root)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import secrets
 import weakref
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -74,9 +75,11 @@ class LoadedProblem:
         jail: ReferenceJail,
         load_request: dict[str, Any],
         times: JailRequestTimes | None = None,
+        start_jail: Callable[[], ReferenceJail] | None = None,
     ) -> None:
         self.key, self.name, self.device = key, name, device
         self.jail = jail
+        self.start_jail = start_jail  # a fresh jail for this problem (``reopen``)
         self.load_request = load_request  # path, module, sys_path, out: as the jail sees them
         self.times = times or JailRequestTimes()
         self.fp64 = False  # the float64 twin runs for every reference
@@ -118,6 +121,42 @@ class LoadedProblem:
             self.on_sizes(self)
         self._open_exchange()
 
+    def suspend(self) -> None:
+        """End the jail to give its memory back (a CUDA context, the models); ``reopen`` starts it
+        again. The worker's side (shapes, the exchange region) stays."""
+        self.jail.close()
+
+    def reopen(self) -> None:
+        """Start the jail again if it is not running (suspended to make room, or died): it builds
+        the same reference from the init file the first jail saved, and its shapes must be the
+        ones loaded. Calls made before are gone with the old jail."""
+        if self.jail.alive():
+            return
+        if self.start_jail is None:
+            raise ProblemFailure("start", "the problem's reference jail is gone and cannot be started again")
+        self.jail.close()
+        self.jail = self.start_jail()
+        self._released = []
+        self._ask_hello()
+        init = f"{self.load_request['out']}/init.pt"
+        request = {"op": "load", "seed": fresh_seed(), "plan": False, "init": init, **self.load_request}
+        self._ask(request, "import", self.times.load_s)
+        for index, spec in enumerate(self.shapes):
+            answer = self._ask(
+                {"op": "probe", "shape": index, "seeds": [fresh_seed(), fresh_seed()]},
+                f"get_inputs({spec.label})",
+                self.times.load_s,
+            )
+            again = ShapeSpec.from_wire(answer["spec"])
+            if (again.tree, again.tensors, again.output_tree, again.outputs) != (
+                spec.tree, spec.tensors, spec.output_tree, spec.outputs
+            ):
+                self.jail.close()
+                raise ProblemFailure(f"get_inputs({spec.label})", "its shapes changed since it loaded")
+        if not self.fp64:
+            self._ask({"op": "drop_fp64", "note": self.fp64_note}, "float64 reference", self.times.load_s)
+        self._send_exchange()
+
     def drop_float64(self, note: str) -> None:
         """Judge against the problem's own precision from now on (the twin does not fit)."""
         self.fp64, self.fp64_note = False, note
@@ -132,16 +171,16 @@ class LoadedProblem:
         return need
 
     def _open_exchange(self) -> None:
-        nbytes = self.exchange_bytes()
-        self.exchange, self._exchange_fd = Region.create(nbytes, self.device)
-        try:
-            self._ask(
-                {"op": "region", "nbytes": self.exchange.size}, "exchange region", self.times.load_s,
-                fds=(self._exchange_fd,),
-            )
-        finally:
-            os.close(self._exchange_fd)  # the jail holds its own now; ours is the mapping
-            self._exchange_fd = -1
+        """The exchange region, kept with its descriptor: a jail started again maps it too."""
+        self.exchange, self._exchange_fd = Region.create(self.exchange_bytes(), self.device)
+        self._send_exchange()
+
+    def _send_exchange(self) -> None:
+        assert self.exchange is not None
+        self._ask(
+            {"op": "region", "nbytes": self.exchange.size}, "exchange region", self.times.load_s,
+            fds=(self._exchange_fd,),
+        )
 
     # -- calls ---------------------------------------------------------------------------------------
     def new_call(self, shape: int) -> Call:
@@ -219,6 +258,9 @@ class LoadedProblem:
         if self.exchange is not None:
             self.exchange.close()
             self.exchange = None
+        if self._exchange_fd >= 0:
+            os.close(self._exchange_fd)
+            self._exchange_fd = -1
 
     # -- layouts -------------------------------------------------------------------------------------
     def input_layout(self, slots: int) -> tuple[list[list[list[dict[str, Any]]]], int]:

@@ -65,6 +65,9 @@ GPU_SPIN_S = 0.005  # spin this long before sleeping on a doorbell: wake-ups ins
 # measures the device, not the interpreter, and the forward's launch latency stays outside its events.
 GPU_SLEEP_CYCLES = 200_000
 MEMORY_SHARE = 0.9  # a problem needing more of the device's memory than this is refused up front
+# Reference jails kept running (the least recently used beyond this are suspended, and started again
+# when their problem is next used): each holds its models and, on a GPU, a CUDA context of its own.
+OPEN_REFERENCES = 4
 
 
 def _prctl_subreaper_and_deathsig() -> None:
@@ -238,6 +241,7 @@ class Worker:
         os.chmod(job_dir, 0o755)
         settings = _session_settings(dict(cmd.get("settings") or {}), self.cuda)
         early = self._start_early(job_dir, settings)
+        self._suspend_references(OPEN_REFERENCES - 1)
         reference_dir = tempfile.mkdtemp(prefix="reference-", dir=self.workdir)
         problem: LoadedProblem | None = None
         try:
@@ -283,13 +287,18 @@ class Worker:
         for path in (reference_dir, out):
             os.chmod(path, 0o755)
         mounts = [Mount(reference_dir, "/tmp/job"), Mount(out, "/tmp/out", writable=True)]
-        spec = self.jail_spec("reference", settings)
-        spec.mounts = mounts
-        jail = ReferenceJail()
-        try:
-            jail.start(spec, self.info, zygote=self.zygote())
-        except Exception as exc:  # noqa: BLE001 - a jail that cannot start: reported as the load's failure
-            raise ProblemFailure("start", f"the problem's reference jail did not start: {exc}") from None
+        hidden, visible = list(self.hidden), list(self.visible)
+
+        def start() -> ReferenceJail:
+            spec = self.jail_spec("reference", settings)
+            spec.mounts, spec.hidden, spec.visible = list(mounts), hidden, visible
+            jail = ReferenceJail()
+            try:
+                jail.start(spec, self.info, zygote=self.zygote())
+            except Exception as exc:  # noqa: BLE001 - a jail that cannot start: the problem's failure
+                raise ProblemFailure("start", f"the problem's reference jail did not start: {exc}") from None
+            return jail
+
         load_s = float(settings.get("load_timeout_s", 120))
         call_s = max(
             float(settings.get("timing_timeout_s", 180)), float(settings.get("correctness_timeout_s", 120))
@@ -304,7 +313,24 @@ class Worker:
         # Generous: a problem of gigabytes builds its model and draws its inputs in these; a hang
         # costs this long once, and the worker lives on.
         times = JailRequestTimes(load_s=4 * load_s, call_s=call_s)
-        return LoadedProblem(key, name, self.device, jail, request, times)
+        return LoadedProblem(key, name, self.device, start(), request, times, start)
+
+    def _suspend_references(self, keep: int, state: ProblemState | None = None) -> None:
+        """Suspend the reference jails of the least recently used problems other than ``state``'s
+        until at most ``keep`` of them run."""
+        running = sorted(
+            (s for s in self.problems.values() if s is not state and s.problem.jail.alive()),
+            key=lambda s: s.used,
+        )
+        for other in running[: max(0, len(running) - keep)]:
+            other.problem.suspend()
+
+    def _ready(self, state: ProblemState) -> None:
+        """The problem's reference jail running (started again if it was suspended or died)."""
+        state.used = time.monotonic()
+        if not state.problem.jail.alive():
+            self._suspend_references(OPEN_REFERENCES - 1, state)
+            state.problem.reopen()
 
     def _start_early(self, job_dir: str, settings: dict[str, Any]) -> tuple[RunnerHandle, str] | None:
         """Start the problem's eager runner and a spare candidate runner now, while the problem loads
@@ -450,6 +476,7 @@ class Worker:
                 return
             other.baseline.close()
             other.baseline = None
+            other.problem.suspend()  # its reference jail holds its models (and a CUDA context)
             self._memory_settled()
 
     def _exhausted(self, exc: ResourceExhausted, eval_id: Any = None) -> None:
@@ -582,6 +609,7 @@ class Worker:
         started = time.monotonic()
         spare = self._take_spare(settings)
         try:
+            self._ready(state)
             job = self.stage(state, spare, cmd)
             baseline = self.eager(state, settings)
             baseline.bracket_after_inputs = bool(settings["bracket_after_inputs"])
@@ -673,6 +701,7 @@ class Worker:
         """Nsight Compute's counters for one forward of a candidate (or the reference)."""
         state = self.problems[str(cmd["key"])]
         settings = _session_settings(cmd["settings"], self.cuda)
+        self._ready(state)
         try:
             self.send(profiling.profile(self, state, cmd, settings))
         finally:
@@ -682,6 +711,7 @@ class Worker:
         """compute-sanitizer's first report on a candidate that failed with a memory error."""
         state = self.problems[str(cmd["key"])]
         settings = _session_settings(cmd["settings"], self.cuda)
+        self._ready(state)
         try:
             self.send(profiling.sanitize(self, state, cmd, settings))
         finally:
@@ -692,6 +722,7 @@ class Worker:
         worker fault: a problem whose forward cannot be counted just has no floor."""
         state = self.problems[str(cmd["key"])]
         try:
+            self._ready(state)
             answer = state.problem.sol_counts()
         except Exception as exc:  # noqa: BLE001 - the problem's own code failed, in its jail
             answer = {"kind": "sol_missing", "message": f"{type(exc).__name__}: {exc}"[:1500]}
@@ -714,6 +745,11 @@ class Worker:
         name = str(cmd["name"])
         state = self.problems[str(cmd["key"])]
         settings = _session_settings(cmd["settings"], self.cuda)
+        try:
+            self._ready(state)
+        except (ProblemFailure, ResourceExhausted) as exc:
+            self.send({"kind": "baseline_missing", "name": name, "message": f"{name} failed: {exc}"[:3000]})
+            return
         modes = {
             "compile_default": "default",
             "compile_max_autotune": "max-autotune",
