@@ -92,7 +92,9 @@ class LoadedProblem:
         self.exchange: Region | None = None
         self._exchange_fd = -1
         self._numbers = 0
-        self._released: list[int] = []  # calls let go here, for the jail to drop with the next request
+        # Calls let go here (collected), for the jail to drop with the next request: one list for the
+        # problem's life, which each call's finalizer appends to.
+        self._released: list[int] = []
 
     # -- loading -------------------------------------------------------------------------------------
     def load(self) -> None:
@@ -136,7 +138,7 @@ class LoadedProblem:
             raise ProblemFailure("start", "the problem's reference jail is gone and cannot be started again")
         self.jail.close()
         self.jail = self.start_jail()
-        self._released = []
+        self._released.clear()
         self._ask_hello()
         init = f"{self.load_request['out']}/init.pt"
         request = {"op": "load", "seed": fresh_seed(), "plan": False, "init": init, **self.load_request}
@@ -148,9 +150,8 @@ class LoadedProblem:
                 self.times.load_s,
             )
             again = ShapeSpec.from_wire(answer["spec"])
-            if (again.tree, again.tensors, again.output_tree, again.outputs) != (
-                spec.tree, spec.tensors, spec.output_tree, spec.outputs
-            ):
+            # (The output tree's scalars are values, which differ between draws.)
+            if (again.tree, again.tensors, again.outputs) != (spec.tree, spec.tensors, spec.outputs):
                 self.jail.close()
                 raise ProblemFailure(f"get_inputs({spec.label})", "its shapes changed since it loaded")
         if not self.fp64:
@@ -234,7 +235,8 @@ class LoadedProblem:
     def _ask(
         self, frame: dict[str, Any], step: str, timeout: float, fds: tuple[int, ...] = ()
     ) -> dict[str, Any]:
-        released, self._released = self._released, []
+        released = self._released[:]
+        del self._released[: len(released)]
         if released:
             frame = {**frame, "release": released}
         try:
