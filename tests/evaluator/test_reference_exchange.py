@@ -131,7 +131,8 @@ def _leaves(tree: dict) -> list[torch.Tensor]:
 
 @pytest.mark.slow
 def test_a_failure_of_the_problems_code_names_its_step_and_the_jail_serves_on(tmp_path: Path) -> None:
-    source = PROBLEM.replace("        b = pair[1]\n", "        b = pair[1]\n        assert a.shape[0] != 6, 'no six'\n")
+    line = "        b = pair[1]\n"
+    source = PROBLEM.replace(line, line + "        assert a.shape[0] != 6, 'no six'\n")
     problem = _problem(tmp_path, source)
     try:
         with pytest.raises(ProblemFailure) as caught:
