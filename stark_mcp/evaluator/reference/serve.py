@@ -12,6 +12,7 @@ each way on SOCK_FD (``trusted/reference_jail.py`` has the other end):
   {"op": "call", "number", "shape", "seed", "release"} -> {"kind": "inputs", "tree", "args", "leaves"}
   {"op": "reference", "number", "release"} -> {"kind": "outputs", "native", "ref64", "leaves"}
   {"op": "counts", "seed"} -> {"kind": "sol_counts", ...} | {"kind": "sol_missing", "message"}
+  {"op": "trim"} -> {"kind": "ok"}: give the device what this process's allocator caches unused
 
 A failure is ``{"kind": "failure", "step", "message", "traceback", "oom"}``. Tensors travel through
 the worker's exchange region, packed from its start (``leaves``), never through frames. Standard
@@ -20,6 +21,7 @@ library and torch only.
 
 from __future__ import annotations
 
+import gc
 import os
 import socket
 import sys
@@ -72,6 +74,11 @@ class ReferenceServer:
     # -- requests ------------------------------------------------------------------------------------
     def op_load(self, r: dict[str, Any]) -> dict[str, Any]:
         self.device = str(r["device"])
+        if self.device.startswith("cuda"):
+            # The context first, as the worker had it when it imported problems: the exchange
+            # region is mapped through the driver API, which needs it current.
+            torch.cuda.init()
+            torch.zeros(1, device=self.device)
         # The problem's own files are imported afresh by every jail (a new process each time), and
         # no bytecode is left behind that a same-second edit of the same size would make stale.
         sys.dont_write_bytecode = True
@@ -116,6 +123,15 @@ class ReferenceServer:
             self.region = Region.attach(fds[0], int(r["nbytes"]), self.device)
         finally:
             os.close(fds[0])
+        self.op_trim(r)  # the region comes after the shape probes: their inputs and outputs are garbage
+        return {"kind": "ok"}
+
+    def op_trim(self, r: dict[str, Any]) -> dict[str, Any]:
+        """Runners are other processes: what this one's caching allocator keeps reserved but unused
+        is memory their allocations cannot have (``driver.give_back_cached``, for the worker)."""
+        if self.device.startswith("cuda"):
+            gc.collect()
+            torch.cuda.empty_cache()
         return {"kind": "ok"}
 
     def op_call(self, r: dict[str, Any]) -> dict[str, Any]:

@@ -217,6 +217,11 @@ class LoadedProblem:
         """The reference's bytes and FLOPs per shape, counted in the jail (``reference/sol_count.py``)."""
         return self._ask({"op": "counts", "seed": fresh_seed()}, "counting the reference", self.times.load_s)
 
+    def trim(self) -> None:
+        """The jail hands its allocator's unused memory back to the device (a GPU's: runners need it)."""
+        if self.device.startswith("cuda") and self.jail.alive():
+            self._ask({"op": "trim"}, "giving memory back", self.times.call_s)
+
     def _copy_out(self, leaves: list[dict[str, Any]]) -> list[torch.Tensor]:
         """Private copies of the exchange region's leaves, finished before the jail may write again."""
         assert self.exchange is not None

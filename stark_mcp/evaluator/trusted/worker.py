@@ -466,6 +466,7 @@ class Worker:
         server) must not run out of memory on the tenth problem because it kept the nine before."""
         state.used = time.monotonic()
         give_back_cached(self.device)  # the free figure below leaves out our allocator's reserve
+        state.problem.trim()  # and the reference jail's
         need = int(getattr(state.problem, "need_bytes", 0) or 0)
         others = sorted(
             (s for s in self.problems.values() if s is not state and s.baseline is not None),
