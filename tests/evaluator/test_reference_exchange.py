@@ -6,13 +6,17 @@ from __future__ import annotations
 
 import gc
 import os
+import socket
 import sys
 from pathlib import Path
 
 import pytest
 import torch
 
+from stark_mcp.evaluator.common.regions import Region
 from stark_mcp.evaluator.common.shapes import ShapeSpec
+from stark_mcp.evaluator.reference.problem_code import ProblemCode
+from stark_mcp.evaluator.reference.serve import ReferenceServer
 from stark_mcp.evaluator.sandbox.env import scrub_env
 from stark_mcp.evaluator.sandbox.launch import JailSpec, Mount
 from stark_mcp.evaluator.sandbox.levels import SandboxPolicy, detect
@@ -142,3 +146,38 @@ def test_a_failure_of_the_problems_code_names_its_step_and_the_jail_serves_on(tm
         assert "AssertionError" in caught.value.tb and problem.jail.alive()
     finally:
         problem.close()
+
+
+def test_the_jail_holds_nothing_of_a_released_call_without_waiting_for_a_collection(tmp_path: Path) -> None:
+    """Reference cycles hold tensors until the cyclic collector runs, which counts objects, not
+    bytes: a jail under a 512 MiB cap was killed after a dozen references of 8 MB inputs."""
+    path = tmp_path / "problem.py"
+    path.write_text(PROBLEM)
+    code = ProblemCode(str(path), "stark_problem_cycles", "cpu")
+    code.load(1)
+    code.probe(0, (2, 3))
+    ours, theirs = socket.socketpair()
+    server = ReferenceServer(ours)
+    server.code, server.device = code, "cpu"
+    server.region, fd = Region.create(1 << 20, "cpu")
+    os.close(fd)
+
+    def tensors() -> int:
+        return sum(1 for o in gc.get_objects() if type(o) is torch.Tensor)
+
+    gc.collect()
+    gc.disable()
+    try:
+        server.op_call({"number": 0, "shape": 0, "seed": 0})
+        server.op_reference({"number": 0})
+        code.release([0])
+        held = tensors()
+        for number in range(1, 6):
+            server.op_call({"number": number, "shape": 0, "seed": number})
+            server.op_reference({"number": number})
+            code.release([number])
+        assert tensors() == held
+    finally:
+        gc.enable()
+        ours.close(), theirs.close()
+        server.region.close()

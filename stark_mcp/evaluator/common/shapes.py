@@ -94,50 +94,55 @@ def input_tree(inputs: list[Any]) -> tuple[dict[str, Any], list[torch.Tensor], l
     """The structure of a call's arguments, its tensor leaves (contiguous) and its other values."""
     tensors: list[torch.Tensor] = []
     args: list[Any] = []
+    items = [_walk_input(x, tensors, args) for x in inputs]
+    return {"k": "seq", "type": "list", "items": items}, tensors, args
 
-    def walk(node: Any) -> dict[str, Any]:
-        if isinstance(node, torch.Tensor):
-            tensors.append(node.detach().contiguous())
-            return {"k": "tensor", "leaf": len(tensors) - 1}
-        if isinstance(node, (list, tuple)):
-            return {
-                "k": "seq",
-                "type": "tuple" if isinstance(node, tuple) else "list",
-                "items": [walk(x) for x in node],
-            }
-        if node is None or isinstance(node, (bool, int, float, str)):
-            args.append(node)
-            return {"k": "arg", "i": len(args) - 1}
-        raise TypeError(
-            f"get_inputs() returned a {type(node).__name__}; inputs must be tensors, numbers, "
-            "strings, None, or lists/tuples of them"
-        )
 
-    return {"k": "seq", "type": "list", "items": [walk(x) for x in inputs]}, tensors, args
+# Module-level walks rather than nested recursive closures: a closure that calls itself is a
+# reference cycle holding whatever it gathered (a call's inputs, the reference's outputs) until the
+# cyclic collector runs, which counts Python objects, not bytes: the reference jail grew by a
+# call's tensors with every reference until its memory cap killed it.
+def _walk_input(node: Any, tensors: list[torch.Tensor], args: list[Any]) -> dict[str, Any]:
+    if isinstance(node, torch.Tensor):
+        tensors.append(node.detach().contiguous())
+        return {"k": "tensor", "leaf": len(tensors) - 1}
+    if isinstance(node, (list, tuple)):
+        return {
+            "k": "seq",
+            "type": "tuple" if isinstance(node, tuple) else "list",
+            "items": [_walk_input(x, tensors, args) for x in node],
+        }
+    if node is None or isinstance(node, (bool, int, float, str)):
+        args.append(node)
+        return {"k": "arg", "i": len(args) - 1}
+    raise TypeError(
+        f"get_inputs() returned a {type(node).__name__}; inputs must be tensors, numbers, "
+        "strings, None, or lists/tuples of them"
+    )
 
 
 def output_tree(out: Any) -> tuple[dict[str, Any], list[torch.Tensor]]:
     """The structure of a forward's output (as ``compare.encode_reference`` encodes it, without
     values) and its tensor leaves, numbered in the order of ``leaf``."""
     tensors: list[torch.Tensor] = []
+    return _walk_output(out, tensors), tensors
 
-    def walk(node: Any) -> dict[str, Any]:
-        if isinstance(node, torch.Tensor):
-            tensors.append(node)
-            return {
-                "k": "tensor",
-                "leaf": len(tensors) - 1,
-                "dtype": dtype_name(node.dtype),
-                "shape": list(node.shape),
-                "device": str(node.device),
-            }
-        if isinstance(node, (list, tuple)):
-            return {"k": "seq", "type": type(node).__name__, "items": [walk(x) for x in node]}
-        if node is None or isinstance(node, (bool, int, float)):
-            return {"k": "scalar", "v": node}
-        return {"k": "other", "type": type(node).__name__}
 
-    return walk(out), tensors
+def _walk_output(node: Any, tensors: list[torch.Tensor]) -> dict[str, Any]:
+    if isinstance(node, torch.Tensor):
+        tensors.append(node)
+        return {
+            "k": "tensor",
+            "leaf": len(tensors) - 1,
+            "dtype": dtype_name(node.dtype),
+            "shape": list(node.shape),
+            "device": str(node.device),
+        }
+    if isinstance(node, (list, tuple)):
+        return {"k": "seq", "type": type(node).__name__, "items": [_walk_output(x, tensors) for x in node]}
+    if node is None or isinstance(node, (bool, int, float)):
+        return {"k": "scalar", "v": node}
+    return {"k": "other", "type": type(node).__name__}
 
 
 def without_leaves(tree: dict[str, Any]) -> dict[str, Any]:

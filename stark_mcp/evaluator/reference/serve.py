@@ -139,7 +139,8 @@ class ReferenceServer:
         shape = int(r["shape"])
         tree, tensors, args = code.new_call(int(r["number"]), shape, int(r["seed"]))
         leaves = self._write(tensors, code.shape_step(shape))
-        return {"kind": "inputs", "tree": tree, "args": args, "leaves": leaves}
+        # ``kept``: the calls whose inputs this jail holds (the worker lets them go as it judges them)
+        return {"kind": "inputs", "tree": tree, "args": args, "leaves": leaves, "kept": len(code.calls)}
 
     def op_reference(self, r: dict[str, Any]) -> dict[str, Any]:
         code = self._code()

@@ -92,6 +92,7 @@ class LoadedProblem:
         self.exchange: Region | None = None
         self._exchange_fd = -1
         self._numbers = 0
+        self.kept_in_jail = 0  # calls whose raw inputs the jail held at the last new_call
         # Calls let go here (collected), for the jail to drop with the next request: one list for the
         # problem's life, which each call's finalizer appends to.
         self._released: list[int] = []
@@ -201,6 +202,7 @@ class LoadedProblem:
             self._released.append(number)
             raise ProblemFailure(step, "get_inputs() changed its structure between calls")
         tensors = self._copy_out(leaves)
+        self.kept_in_jail = int(answer.get("kept", 0))
         call = Call(shape, tensors, list(answer["args"]), number=number)
         weakref.finalize(call, self._released.append, number)
         return call
