@@ -292,6 +292,9 @@ class Worker:
         def start() -> ReferenceJail:
             spec = self.jail_spec("reference", settings)
             spec.mounts, spec.hidden, spec.visible = list(mounts), hidden, visible
+            # The candidates' cap (jail_memory_bytes) contains their hoarding; the problem's jail
+            # holds the reference and its float64 twin, and gets the default cap (half the machine).
+            spec.memory_max = None
             jail = ReferenceJail()
             try:
                 jail.start(spec, self.info, zygote=self.zygote())
