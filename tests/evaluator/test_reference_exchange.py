@@ -54,7 +54,7 @@ def get_init_inputs():
 '''
 
 
-def _problem(tmp_path: Path, source: str = PROBLEM) -> LoadedProblem:
+def _problem(tmp_path: Path, source: str = PROBLEM, device: str = "cpu") -> LoadedProblem:
     folder, out = tmp_path / "ref", tmp_path / "ref" / "out"
     out.mkdir(parents=True)
     (folder / "problem.py").write_text(source)
@@ -67,14 +67,19 @@ def _problem(tmp_path: Path, source: str = PROBLEM) -> LoadedProblem:
         jail.start(spec, info)
         return jail
 
-    request = {"path": str(folder / "problem.py"), "module": "stark_problem_t", "device": "cpu",
+    request = {"path": str(folder / "problem.py"), "module": "stark_problem_t", "device": device,
                "sys_path": [], "out": str(out)}
-    return LoadedProblem("t", "t", "cpu", start(), request, JailRequestTimes(60.0, 60.0), start)
+    return LoadedProblem("t", "t", device, start(), request, JailRequestTimes(60.0, 60.0), start)
 
 
 @pytest.mark.slow  # two jails, each importing torch
-def test_inputs_and_reference_outputs_come_back_as_the_objects_the_comparison_saw(tmp_path: Path) -> None:
-    problem = _problem(tmp_path)
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda:0", marks=[
+    pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")])])
+def test_inputs_and_reference_outputs_come_back_as_the_objects_the_comparison_saw(
+    tmp_path: Path, device: str
+) -> None:
+    # On a GPU the exchange region is device memory the jail maps through the driver (cudadrv.py).
+    problem = _problem(tmp_path, device=device)
     try:
         problem.load()
         # The worker's process imported nothing of the problem and ran none of its code.
@@ -84,12 +89,12 @@ def test_inputs_and_reference_outputs_come_back_as_the_objects_the_comparison_sa
         assert all(isinstance(s, ShapeSpec) and s.arg_count == 2 for s in problem.shapes)
         call = problem.new_call(1)
         a, b = call.tensors
-        assert a.shape == (6, 8) and call.args == ["tag", 3]
+        assert a.shape == (6, 8) and call.args == ["tag", 3] and str(a.device) == device
         native, ref64, note = problem.reference(call)
         # Computed here from the pristine copies: the jail ran the reference on the same inputs.
         weights = torch.load(tmp_path / "ref" / "out" / "init.pt", weights_only=True)
         torch.set_rng_state(weights["rng"]["torch"])
-        scale = torch.randn(8)
+        scale = torch.randn(8).to(device)
         out = a * scale + b
         expected = (out, (float(a.sum()), out * 3), None, torch.max(out, dim=0), object())
         got, want = compare.encode_reference(native), compare.encode_reference(expected)
@@ -97,7 +102,7 @@ def test_inputs_and_reference_outputs_come_back_as_the_objects_the_comparison_sa
         assert all(torch.equal(x, y) for x, y in zip(_leaves(got), _leaves(want), strict=True))
         assert type(native[3]).__name__ == "max" and native[1][0] == pytest.approx(float(a.sum()))
         assert ref64 is not None and ref64[0].dtype == torch.float64 and note == ""
-        assert torch.allclose(ref64[0].float(), out, atol=1e-5)
+        assert torch.allclose(ref64[0].float(), out, atol=1e-5) and native[1][1].device.type == "cpu"
         # A call let go is dropped by the jail with the next request.
         del call, a, b
         gc.collect()
