@@ -220,9 +220,13 @@ class LoadedProblem:
         return self._ask({"op": "counts", "seed": fresh_seed()}, "counting the reference", self.times.load_s)
 
     def trim(self) -> None:
-        """The jail hands its allocator's unused memory back to the device (a GPU's: runners need it)."""
+        """The jail hands its allocator's unused memory back to the device (a GPU's: runners need it).
+        Best effort: a jail that fails at it has failed, and the next request says so."""
         if self.device.startswith("cuda") and self.jail.alive():
-            self._ask({"op": "trim"}, "giving memory back", self.times.call_s)
+            try:
+                self._ask({"op": "trim"}, "giving memory back", self.times.call_s)
+            except (ProblemFailure, ResourceExhausted):
+                pass
 
     def _copy_out(self, leaves: list[dict[str, Any]]) -> list[torch.Tensor]:
         """Private copies of the exchange region's leaves, finished before the jail may write again."""

@@ -484,19 +484,22 @@ class Worker:
             self._memory_settled()
 
     def _exhausted(self, exc: ResourceExhausted, eval_id: Any = None) -> None:
-        """Out of memory in the problem's own code, here: an infrastructure fault (the parent retries
-        it on a fresh worker), never the problem's; what this worker kept warm is let go first."""
+        """Out of memory in the problem's own code (in its reference jail) or in this worker's copies:
+        an infrastructure fault (the parent retries it on a fresh worker), never the problem's; what
+        this worker kept warm is let go first, the reference jails' memory with it."""
         for state in self.problems.values():
             if state.baseline is not None:
                 state.baseline.close()
                 state.baseline = None
             _drop_early(state)
+            state.problem.trim()
         held = _large_tensors()
         self._memory_settled()
         free = self._free_bytes() / (1 << 30)
         frame = {
             "kind": "infra_error",
-            "message": f"out of memory in the trusted worker ({exc}); {free:.1f} GiB free after letting go "
+            "message": f"out of memory in the trusted worker or a reference jail ({exc}); "
+            f"{free:.1f} GiB free after letting go "
             f"of the problems it kept warm; it held {held or 'no tensor of 1 GiB or more'}",
         }
         if eval_id is not None:
