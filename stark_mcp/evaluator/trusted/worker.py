@@ -365,8 +365,10 @@ class Worker:
         """Refuse up front what cannot fit; drop the float64 reference (flagged) when only it does not.
 
         Per problem: two runners' shared regions (slots of inputs, one output) and their own outputs
-        and weights, our private inputs, reference output and weights, and for the float64 twin twice
-        the inputs, outputs and weights again."""
+        and weights; the reference jail's inputs, reference output and weights; here the pristine
+        inputs, the reference output's copy and the exchange region; and for the float64 twin twice
+        the inputs, outputs and weights again in the jail, its outputs in the exchange and here. The
+        first check comes before any shape's inputs exist (their size planned on the meta device)."""
         inputs = max([s.input_bytes for s in problem.shapes] + [problem.planned_input_bytes])
         outputs = max([s.output_bytes for s in problem.shapes] + [0])
         params = problem.param_bytes
