@@ -84,9 +84,10 @@ async def test_module_level_side_effects_stay_in_the_jail_and_the_verdict_stands
         assert result.status is Status.PASSED, result.message
         if isolation.level == "sandbox":
             assert _found(mark, places) == []
-        else:  # no mount namespace: what lands is the jail's own process and user, never the worker's
+        elif isolation.level == "uid":  # no mount namespace: whatever lands was written by its own uid
             notes = {Path(p).read_text() for p in _found(mark, places)}
-            assert all(f"pid={os.getpid()} " not in n for n in notes)
+            assert all(not n.endswith(f" uid={os.getuid()}") for n in notes), notes
+        # (at the process level the jail is the evaluator's user: nothing stops the writes, by design)
     finally:
         for path in _found(mark, places):
             Path(path).unlink(missing_ok=True)
