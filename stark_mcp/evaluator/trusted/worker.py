@@ -29,12 +29,14 @@ import sys
 import tempfile
 import time
 import traceback
+from pathlib import Path
 from typing import Any
 
 import torch
 
 from stark_mcp.evaluator.common import frames
 from stark_mcp.evaluator.outside_tools import TOOLS, ToolPaths
+from stark_mcp.evaluator.sandbox import jail_dirs
 from stark_mcp.evaluator.sandbox.cgroups import remove_own, sweep_stale
 from stark_mcp.evaluator.sandbox.env import scrub_env
 from stark_mcp.evaluator.sandbox.forked import ZYGOTE_FD_ARG, ZygoteClient
@@ -68,6 +70,7 @@ MEMORY_SHARE = 0.9  # a problem needing more of the device's memory than this is
 # Reference jails kept running (the least recently used beyond this are suspended, and started again
 # when their problem is next used): each holds its models and, on a GPU, a CUDA context of its own.
 OPEN_REFERENCES = 4
+INIT_LIMIT = 1 << 30  # the init file a reference jail saves: its file size limit (JailSpec.max_file_bytes)
 
 
 def _prctl_subreaper_and_deathsig() -> None:
@@ -249,8 +252,10 @@ class Worker:
             problem.on_sizes = self._size_check
             problem.load()
             # The constructor arguments and RNG state the jail saved: copied for the runners, who
-            # load it with weights_only; never loaded here.
-            shutil.copyfile(os.path.join(reference_dir, "out", "init.pt"), os.path.join(job_dir, "init.pt"))
+            # load it with weights_only; never loaded here, and read following no link the jail made.
+            data = jail_dirs.read_bytes(Path(reference_dir), "out/init.pt", INIT_LIMIT)
+            with open(os.path.join(job_dir, "init.pt"), "wb") as fh:
+                fh.write(data)
         except (ProblemFailure, ResourceExhausted, OSError) as exc:
             if early is not None:
                 early[0].close()
