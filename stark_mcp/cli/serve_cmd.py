@@ -37,8 +37,9 @@ def serve_command(
         [], "--root", help="A folder clients' paths may name, besides the working folder (repeatable).",
     ),
     problem_sources: bool = typer.Option(
-        False, "--allow-problem-source", help="Accept a problem given as text in create_run: its code "
-        "runs as this user, outside the sandbox (default: only problem files inside the roots).",
+        False, "--allow-problem-source", help="Accept a problem given as text in create_run at every "
+        "isolation level (default: only where the evaluator jails problem code, isolation sandbox or "
+        "uid; elsewhere only problem files inside the roots).",
     ),
 ) -> None:
     """Run the MCP server. Hosts launch it over stdio: `stark-mcp serve`."""

@@ -93,12 +93,19 @@ def check_role(role: str) -> str:
     return role
 
 
-def resolve_problem(problem: str, name: str | None = None, roots: AllowedRoots | None = None) -> Problem:
+def resolve_problem(
+    problem: str,
+    name: str | None = None,
+    roots: AllowedRoots | None = None,
+    isolation: str | None = None,
+    jailed: bool = False,
+) -> Problem:
     """``problem`` is a path or spec that ``load_problem`` accepts, or the problem source itself.
 
     With ``roots`` the spec's path must resolve inside them, and so must the file it names (a
     checkout's problem may be a symlink), before anything of it is shown; and problem text is
-    refused unless ``roots.problem_sources`` (see ``AllowedRoots``).
+    refused unless the evaluator runs problem code ``jailed`` (its ``isolation`` level walls the
+    reference jail off from the server's user) or ``roots.problem_sources`` (see ``AllowedRoots``).
     """
     if not problem.strip():
         raise ProblemError("problem is empty: pass a path to a problem file or the problem source")
@@ -110,12 +117,13 @@ def resolve_problem(problem: str, name: str | None = None, roots: AllowedRoots |
             problem = f"{resolved}:{selector}" if selector else str(resolved)
         loaded = load_problem(problem, inside=roots.contains if roots is not None else None)
         return loaded.model_copy(update={"name": name}) if name else loaded
-    if roots is not None and not roots.problem_sources:
+    if roots is not None and not (roots.problem_sources or jailed):
         raise InvalidInput(
-            "this server runs problems only from files inside its folders "
-            f"({roots.describe()}): a problem's code runs in the evaluator's trusted process, outside "
-            "the sandbox. Save the problem as a .py file there and pass its path (or start the server "
-            "with --allow-problem-source to accept problem code from clients)"
+            "this server runs problems given as text only where the evaluator jails a problem's "
+            f"code (isolation sandbox or uid); here it runs at isolation {isolation or 'unknown'}, "
+            "where that code would run as the server's user. Save the problem as a .py file inside "
+            f"its folders ({roots.describe()}) and pass its path (or start the server with "
+            "--allow-problem-source to accept problem code from clients at any isolation level)"
         )
     if len(problem.encode("utf-8")) > MAX_SOURCE_BYTES:
         raise InvalidInput(f"problem source is larger than {MAX_SOURCE_BYTES} bytes")

@@ -32,11 +32,12 @@ class PathOutsideRoots(InvalidInput):
 class AllowedRoots:
     """Resolved folders; the first is where relative paths start (the server's working folder).
 
-    ``problem_sources``: whether a problem may be given as text rather than a file in the roots. The
-    evaluator's trusted worker imports a problem to hold its reference (outside the sandbox: only
-    candidates and baselines run jailed), so problem code from a client would run as the server's
-    user; by default only problem files already inside the roots run, which the server's owner put
-    there (a remote client can write none: ``create_problem`` writes only rendered problems).
+    ``problem_sources``: whether a problem may be given as text at every isolation level. A problem's
+    code runs only in its reference jail; at the ``sandbox`` and ``uid`` levels that jail walls it off
+    from the server's user, and a problem given as text is taken there. At the ``process`` level the
+    jail is the server's user, so by default only problem files already inside the roots run there,
+    which the server's owner put there (a remote client can write none: ``create_problem`` writes
+    only rendered problems); ``problem_sources`` takes text there too.
     """
 
     folders: tuple[Path, ...]

@@ -179,7 +179,15 @@ class RunService(RunReads):
         if not 1 <= budget <= MAX_BUDGET:
             raise InvalidInput(f"budget must be between 1 and {MAX_BUDGET}, got {budget}")
         policy_config = _policy_config(policy)
-        loaded = problem if isinstance(problem, Problem) else resolve_problem(problem, name, roots)
+        if isinstance(problem, Problem):
+            loaded = problem
+        elif roots is not None and not roots.problem_sources:
+            # Problem code runs only in its reference jail; whether that jail walls it off from the
+            # server's user depends on the evaluator's isolation level (docs/mcp.md, Problem code).
+            isolation = await self.evaluator.isolation()
+            loaded = resolve_problem(problem, name, roots, isolation.level, isolation.jails_problems)
+        else:
+            loaded = resolve_problem(problem, name, roots)
         resolved_device = await self.evaluator.resolve_device(device)
         run_language = check_language(language, resolved_device)
         settings = eval_settings or self.evaluator.settings

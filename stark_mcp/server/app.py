@@ -50,8 +50,8 @@ def build_server(
     ``backend_factory`` makes the LLM backend for ``optimize`` (default: from the settings).
     Every path a client passes must resolve inside the working folder, as it is now, or one of
     ``roots`` (``serve --root``); InvalidInput if one of them is not a folder. ``problem_sources``
-    (``serve --allow-problem-source``): accept a problem given as text, whose code then runs
-    outside the sandbox (``AllowedRoots``).
+    (``serve --allow-problem-source``): accept a problem given as text even where the evaluator's
+    isolation level does not wall its code off from the server's user (``AllowedRoots``).
     """
     resolved = settings or Settings.from_env()
     allowed = AllowedRoots.of(roots, problem_sources=problem_sources)

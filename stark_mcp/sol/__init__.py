@@ -2,7 +2,7 @@
 
 Pure pieces (no IO): ``model`` (the records), ``published`` (datasheet peaks), ``roofline`` (the
 floor, the fraction, the verdict's floor check), ``text`` (how prompts and tables say it).
-``calibration`` keeps measured peaks on disk (parent side). What runs the problem's code or touches
-the device lives in the evaluator's trusted worker: ``evaluator/trusted/sol_count.py`` and
-``sol_calibrate.py``. See docs/sol.md.
+``calibration`` keeps measured peaks on disk (parent side). What runs the problem's code lives in
+the problem's reference jail (``evaluator/reference/sol_count.py``), what touches the device in the
+evaluator's trusted worker (``evaluator/trusted/sol_calibrate.py``). See docs/sol.md.
 """

@@ -27,7 +27,7 @@ from stark_mcp.sol.model import Peaks
 from stark_mcp.sol.published import published_peaks
 
 log = logging.getLogger(__name__)
-# Bumped whenever the counting rules (evaluator/trusted/sol_count.py) change: older counts are ignored.
+# Bumped whenever the counting rules (evaluator/reference/sol_count.py) change: older counts are ignored.
 COUNTS_VERSION = "2"  # 2: float32 products torch runs as TF32 counted apart (matmul_tf32)
 # A measured bandwidth or FLOP rate this far above the datasheet measured a cache, not the device.
 IMPLAUSIBLE_OVER_PUBLISHED = 1.10

@@ -2,7 +2,7 @@
 
 The floor of one input set is ``max(bytes / bandwidth, flops / peak)`` where bytes count every
 input and parameter read once and every output written once, and the FLOPs are the reference's
-(``evaluator/trusted/sol_count.py``). A time below ``output_write_ms`` (the outputs that cannot stay
+(``evaluator/reference/sol_count.py``). A time below ``output_write_ms`` (the outputs that cannot stay
 in the cache, written at ``OUTPUT_MARGIN`` times the measured bandwidth) is physically impossible;
 a time below the roofline is possible only by changing the computation. See docs/sol.md.
 """
@@ -51,7 +51,7 @@ def compute_peak_name(counts: dict[str, Any], peaks: Peaks) -> str:
 
 
 def shape_floor(counts: dict[str, Any], peaks: Peaks) -> ShapeFloor:
-    """One input set's floor from the trusted worker's counts (``sol_count.count_call``)."""
+    """One input set's floor from the reference jail's counts (``sol_count.count_call``)."""
     flops = {str(k): float(v) for k, v in dict(counts.get("flops", {})).items()}
     inputs, params, outputs = (int(counts.get(k, 0)) for k in ("input_bytes", "param_bytes", "output_bytes"))
     bandwidth = peaks.bandwidth_bytes_per_s

@@ -1,4 +1,4 @@
-"""Writing into a directory a jail can write: a link planted there is never followed."""
+"""Writing into (and reading from) a directory a jail can write: a link planted there is never followed."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from stark_mcp.evaluator.sandbox.jail_dirs import JailPathError, copy_file, write_bytes
+from stark_mcp.evaluator.sandbox.jail_dirs import JailPathError, copy_file, read_bytes, write_bytes
 
 
 @pytest.fixture
@@ -59,3 +59,25 @@ def test_a_folder_at_the_file_name_or_a_path_out_is_refused(work: Path) -> None:
     for bad in ("../escape", "/etc/passwd", "ext/../../x", ""):
         with pytest.raises(JailPathError):
             write_bytes(work, bad, b"x")
+
+
+def test_a_read_takes_only_a_regular_file_of_bounded_size_through_no_link(work: Path, host: Path) -> None:
+    # What a problem's reference jail leaves for the worker to copy to the runners (its init file).
+    (work / "out").mkdir()
+    (work / "out" / "init.pt").write_bytes(b"saved")
+    assert read_bytes(work, "out/init.pt", 100) == b"saved"
+    with pytest.raises(JailPathError):
+        read_bytes(work, "out/init.pt", 4)  # larger than the limit
+    (work / "out" / "init.pt").unlink()
+    (work / "out" / "init.pt").symlink_to(host / "precious")  # a host file, through a link
+    with pytest.raises(JailPathError):
+        read_bytes(work, "out/init.pt", 100)
+    (work / "out" / "init.pt").unlink()
+    os.mkfifo(work / "out" / "init.pt")  # would block a plain open
+    with pytest.raises(JailPathError):
+        read_bytes(work, "out/init.pt", 100)
+    (work / "elsewhere").symlink_to(host, target_is_directory=True)  # the folder itself a link
+    with pytest.raises(JailPathError):
+        read_bytes(work, "elsewhere/precious", 100)
+    with pytest.raises(JailPathError):
+        read_bytes(work, "../host/precious", 100)

@@ -1,4 +1,4 @@
-"""The trusted side's seeding: every generator a problem's inputs can come from, at a cost that
+"""The reference jail's seeding: every generator a problem's inputs can come from, at a cost that
 suits a seed for every input made."""
 
 from __future__ import annotations
@@ -13,10 +13,10 @@ import torch
 
 @pytest.fixture
 def problem():
-    # imported by the test, not at collection: the module preloads what workers need (sympy among it)
-    from stark_mcp.evaluator.trusted import problem
+    # imported by the test, not at collection: the module preloads what jails need (sympy among it)
+    from stark_mcp.evaluator.reference import problem_code
 
-    return problem
+    return problem_code
 
 
 def test_one_seed_gives_the_same_inputs_from_every_generator(problem) -> None:

@@ -82,7 +82,8 @@ def _is_runner(pid: int) -> bool:
 def _runner_argv(cmdline: bytes, pid: int) -> bool:
     """A runner: started by bubblewrap as ``python -m ...runner`` (not the bwrap processes around it),
     or forked by the zygote, whose command line it keeps: then it is PID 2 of its jail's namespace
-    (1 is the jail's init, and the zygote's other processes are outside any jail)."""
+    (1 is the jail's init, and the zygote's other processes are outside any jail) and named after its
+    module (a problem's reference jail, also forked, is ``stark-serve``)."""
     argv = cmdline.split(b"\0")
     if not argv or b"python" not in os.path.basename(argv[0]):
         return False
@@ -93,7 +94,13 @@ def _runner_argv(cmdline: bytes, pid: int) -> bool:
             nspid = next(line.split()[1:] for line in fh if line.startswith("NSpid:"))
     except (OSError, StopIteration):
         return False
-    return len(nspid) > 1 and nspid[-1] == "2"
+    if not (len(nspid) > 1 and nspid[-1] == "2"):
+        return False
+    try:
+        with open(f"/proc/{pid}/comm") as fh:
+            return fh.read().strip() == "stark-runner"
+    except OSError:
+        return False
 
 
 def runner_pids(root: int | None = None) -> set[int]:

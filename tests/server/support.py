@@ -35,13 +35,14 @@ def source(name: str) -> str:
 
 def make_server(
     home: Path, backend_factory: BackendFactory | None = None, roots: tuple[Path, ...] = (),
-    problem_sources: bool = True,
+    problem_sources: bool = True, isolation: str = "auto",
 ) -> Any:
     """A server whose clients may name paths in the test's working folder (the repository: its
     fixtures) and in ``roots``; the tests pass problems as text too, unless ``problem_sources`` is
-    False (the default of ``stark-mcp serve``)."""
-    return build_server(Settings(home=home), eval_settings=FAST, backend_factory=backend_factory, roots=roots,
-                        problem_sources=problem_sources)
+    False (the default of ``stark-mcp serve``: text only where the evaluator's ``isolation`` jails
+    problem code)."""
+    return build_server(Settings(home=home, isolation=isolation), eval_settings=FAST,  # type: ignore[arg-type]
+                        backend_factory=backend_factory, roots=roots, problem_sources=problem_sources)
 
 
 def anchored_plan(base: str, body_line: str = "return torch.relu(x) * self.scale") -> str:

@@ -106,14 +106,48 @@ def side_effect_problem(marker: Path) -> str:
     return PROBLEM.read_text() + f"\nopen({str(marker)!r}, 'w').write('ran')\n"
 
 
-async def test_problem_code_from_a_client_is_refused_by_default(layout: dict[str, Path]) -> None:
+async def test_problem_code_from_a_client_is_refused_where_nothing_jails_it(layout: dict[str, Path]) -> None:
     marker = layout["work"] / "marker"
-    async with Client(make_server(layout["home"], problem_sources=False)) as client:
+    server = make_server(layout["home"], problem_sources=False, isolation="process")
+    async with Client(server) as client:
         text = error_text(await client.call_tool(
             "create_run", {"problem": side_effect_problem(marker), "device": "cpu"}))
-        assert "only from files inside its folders" in text and "--allow-problem-source" in text
+        assert "jails a problem's code" in text and "isolation process" in text
+        assert "--allow-problem-source" in text
         assert (await client.call_tool("list_runs")).structured_content == {"runs": []}
     assert not marker.exists()
+
+
+def jailed_side_effects(marker: Path) -> str:
+    """A valid problem whose module-level code tries to write ``marker`` and the server's HOME, and
+    goes on where it cannot."""
+    return PROBLEM.read_text() + (
+        f"\nimport os\nfor _where in ({str(marker)!r}, os.path.expanduser('~/' + {marker.name!r})):\n"
+        "    try:\n        open(_where, 'w').write('ran')\n    except OSError:\n        pass\n"
+    )
+
+
+@pytest.mark.slow  # a whole create_run: the problem checked and its eager baseline timed
+async def test_problem_code_from_a_client_runs_in_its_jail_where_the_evaluator_jails_it(
+    layout: dict[str, Path],
+) -> None:
+    from stark_mcp.evaluator.sandbox.levels import SandboxPolicy, detect
+
+    if not detect(SandboxPolicy()).jails_problems:
+        pytest.skip("this machine has no isolation level that jails problem code")
+    marker = layout["work"] / f"marker-{layout['work'].parent.name}"
+    home_marker = Path.home() / marker.name
+    try:
+        async with Client(make_server(layout["home"], problem_sources=False)) as client:
+            result = await client.call_tool(
+                "create_run", {"problem": jailed_side_effects(marker), "device": "cpu", "budget": 1})
+            assert not result.is_error, error_text(result)
+            assert result.structured_content["run_id"]
+            runs = (await client.call_tool("list_runs")).structured_content["runs"]
+            assert len(runs) == 1
+        assert not marker.exists() and not home_marker.exists()
+    finally:
+        home_marker.unlink(missing_ok=True)
 
 
 def test_a_write_whose_folder_was_swapped_for_a_symlink_is_refused(tmp_path: Path) -> None:
@@ -146,9 +180,10 @@ def test_a_write_whose_folder_was_swapped_for_a_symlink_is_refused(tmp_path: Pat
 def http_server(cwd: Path, home: Path, *roots: Path) -> tuple[int, subprocess.Popen[str]]:
     port = free_port()
     args = [a for root in roots for a in ("--root", str(root))]
+    env = {**server_env(home), "STARK_ISOLATION": "process"}  # problem text is refused at this level
     process = subprocess.Popen(
         [sys.executable, "-m", "stark_mcp", "serve", "--http", "--port", str(port), *args],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=server_env(home), cwd=cwd, text=True,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd=cwd, text=True,
     )
     wait_listening(port, process)
     return port, process

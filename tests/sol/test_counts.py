@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from stark_mcp.evaluator.trusted.problem import LoadedProblem
-from stark_mcp.evaluator.trusted.sol_count import count_call, count_problem
+from stark_mcp.evaluator.reference.problem_code import ProblemCode
+from stark_mcp.evaluator.reference.sol_count import count_call, count_problem
 
 
 class _MatMul(torch.nn.Module):
@@ -102,12 +102,20 @@ def get_init_inputs():
 '''
 
 
+def _loaded(path: Path) -> ProblemCode:
+    """A problem as its reference jail holds it: loaded, every shape probed."""
+    problem = ProblemCode(str(path), "stark_problem_k", "cpu")
+    problem.load(1)
+    for index in range(len(problem.kwargs)):
+        problem.probe(index, (2, 3))
+    return problem
+
+
 def test_every_declared_shape_gets_its_own_counts_from_the_loaded_reference(tmp_path: Path) -> None:
     path = tmp_path / "problem.py"
     path.write_text(PROBLEM)
-    problem = LoadedProblem("k", "two_shapes", str(path), "cpu")
-    problem.load()
-    answer = count_problem(problem)
+    problem = _loaded(path)
+    answer = count_problem(problem, 7)
     assert answer["kind"] == "sol_counts"
     first, second = answer["shapes"]
     assert (first["label"], second["label"]) == ("rows=8,cols=64", "rows=32,cols=256")
@@ -155,9 +163,8 @@ def get_init_inputs():
 def test_a_forward_that_reads_its_data_is_counted_on_one_real_call(tmp_path: Path) -> None:
     path = tmp_path / "problem.py"
     path.write_text(DATA_DEPENDENT)
-    problem = LoadedProblem("k", "data_dependent", str(path), "cpu")
-    problem.load()
-    (entry,) = count_problem(problem)["shapes"]
+    problem = _loaded(path)
+    (entry,) = count_problem(problem, 7)["shapes"]
     assert entry["counted_on"] == "device"
     assert entry["flops"]["matmul"] == 2.0 * 16 * 32 * 16
     assert entry["flops"]["pointwise"] == 16 * 32 + 1  # relu, and the comparison's one element

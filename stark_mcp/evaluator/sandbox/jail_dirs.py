@@ -1,4 +1,5 @@
-"""Writing into a directory a jail can write, without ever following a link it planted there.
+"""Writing into (and reading from) a directory a jail can write, without ever following a link it
+planted there.
 
 A builder jail writes its own build directory, and the parent then writes into that same directory
 (the prebuilt index, the libraries it built). Paths the parent opens there by name are the
@@ -6,13 +7,16 @@ candidate's to choose: a symlink named ``extensions.json`` would have the parent
 it to any file of the host. Here every component is opened relative to the one before with
 ``O_NOFOLLOW``; a link or a file where a directory is needed is removed, a name about to be written
 is unlinked first and then created exclusively, so a link planted again in between makes the write
-fail (``JailPathError``) instead of landing elsewhere. Standard library only.
+fail (``JailPathError``) instead of landing elsewhere. A file the parent reads there (the init file a
+problem's reference jail saves) is opened the same way and must be a regular file of bounded size:
+a link to a host file would have the worker hand that file to the runners. Standard library only.
 """
 
 from __future__ import annotations
 
 import errno
 import os
+import stat
 from pathlib import Path
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -50,6 +54,48 @@ def write_bytes(root: Path, relative: str, data: bytes, mode: int = 0o644) -> No
             os.close(fd)
     finally:
         os.close(folder)
+
+
+def read_bytes(root: Path, relative: str, limit: int) -> bytes:
+    """The bytes of the regular file ``root/relative``, following no link below ``root`` (ours);
+    ``JailPathError`` for a link, anything but a regular file, or more than ``limit`` bytes."""
+    parts = Path(relative).parts
+    if not parts or any(p in ("", ".", "..") or "/" in p for p in parts) or Path(relative).is_absolute():
+        raise JailPathError(errno.EINVAL, f"not a plain relative path: {relative!r}")
+    fd = os.open(root, _DIR_FLAGS)
+    try:
+        for part in parts[:-1]:
+            try:
+                child = os.open(part, _DIR_FLAGS, dir_fd=fd)
+            except OSError as exc:
+                where = f"{relative}: {part} is not a folder"
+                raise JailPathError(exc.errno or errno.ENOTDIR, where) from exc
+            os.close(fd)
+            fd = child
+        try:
+            file = os.open(parts[-1], os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=fd)
+        except OSError as exc:
+            raise JailPathError(exc.errno or errno.ENOENT, f"{relative}: {exc.strerror}") from exc
+    finally:
+        os.close(fd)
+    try:
+        info = os.fstat(file)
+        if not stat.S_ISREG(info.st_mode):
+            raise JailPathError(errno.EINVAL, f"{relative}: not a regular file")
+        if info.st_size > limit:
+            raise JailPathError(errno.EFBIG, f"{relative}: {info.st_size} bytes, more than {limit}")
+        chunks, left = [], limit + 1
+        while left > 0:
+            chunk = os.read(file, min(left, 1 << 20))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            left -= len(chunk)
+        if left <= 0:
+            raise JailPathError(errno.EFBIG, f"{relative}: more than {limit} bytes")
+        return b"".join(chunks)
+    finally:
+        os.close(file)
 
 
 def copy_file(source: Path, root: Path, relative: str, mode: int = 0o644) -> None:

@@ -23,6 +23,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 LEVELS = ("sandbox", "uid", "process")
+# The levels whose jails wall a problem's code off from the evaluator's user: its reference jail
+# (evaluator/reference/) cannot write our files there, so a server may take problem code as text.
+JAILING_LEVELS = ("sandbox", "uid")
 PROBE_TIMEOUT_S = 20.0
 DEFAULT_UID_BASE = 61000
 NO_MEMORY_CAP = "jails have no memory cap"
@@ -70,6 +73,11 @@ class IsolationInfo:
     notes: list[str] = field(default_factory=list)
     possible: tuple[str, ...] = ("process",)  # the levels this machine can run, strongest first
     uid_base: int = DEFAULT_UID_BASE
+
+    @property
+    def jails_problems(self) -> bool:
+        """Whether a problem's code runs walled off from the evaluator's user (``JAILING_LEVELS``)."""
+        return self.level in JAILING_LEVELS
 
     @property
     def note(self) -> str:

@@ -43,10 +43,11 @@ from stark_mcp.evaluator.common import frames
 from stark_mcp.evaluator.sandbox import enter
 from stark_mcp.evaluator.sandbox.layout import MountStep
 
-# What every child would import first: the trusted worker's modules, the runner's and the builder's
-# (torch with them).
+# What every child would import first: the trusted worker's modules, the reference jail's, the
+# runner's and the builder's (torch with them).
 PRELOAD = (
     "stark_mcp.evaluator.trusted.worker",
+    "stark_mcp.evaluator.reference.serve",
     "stark_mcp.evaluator.untrusted.runner",
     "stark_mcp.evaluator.untrusted.builder",
 )

@@ -102,6 +102,29 @@ class LogTail:
         )
 
 
+def describe_end(jail: Jail | None) -> str:
+    """How a jail's process ended, in words (signal, exit code, or the OOM killer)."""
+    if jail is None:
+        return "never started"
+    code = jail.wait(5)
+    if jail.oom_killed():
+        return "killed by the kernel's out-of-memory killer"
+    if code is None:
+        return "stopped answering"
+    if code < 0 or code > 128:
+        sig = -code if code < 0 else code - 128
+        try:
+            name = signal.Signals(sig).name
+        except ValueError:
+            name = f"signal {sig}"
+        if sig == signal.SIGKILL and not jail.killed_by_us:
+            return "killed by SIGKILL from outside the evaluator (usually the kernel's out-of-memory killer)"
+        if sig == signal.SIGXFSZ:
+            return "killed by SIGXFSZ: it wrote a file past the sandbox's file size limit"
+        return f"killed by {name}"
+    return f"exited with code {code}"
+
+
 @dataclass
 class CallOutcome:
     bracket_ns: int  # the trusted measurement: wall time on a GPU, the jail's CPU time on the CPU
@@ -342,27 +365,7 @@ class RunnerHandle:
 
     def death(self) -> str:
         """How the runner ended, in words (signal, exit code, or the OOM killer)."""
-        if self.jail is None:
-            return "never started"
-        code = self.jail.wait(5)
-        if self.jail.oom_killed():
-            return "killed by the kernel's out-of-memory killer"
-        if code is None:
-            return "stopped answering"
-        if code < 0 or code > 128:
-            sig = -code if code < 0 else code - 128
-            try:
-                name = signal.Signals(sig).name
-            except ValueError:
-                name = f"signal {sig}"
-            if sig == signal.SIGKILL and not self.jail.killed_by_us:
-                return (
-                    "killed by SIGKILL from outside the evaluator (usually the kernel's out-of-memory killer)"
-                )
-            if sig == signal.SIGXFSZ:
-                return "killed by SIGXFSZ: it wrote a file past the sandbox's file size limit"
-            return f"killed by {name}"
-        return f"exited with code {code}"
+        return describe_end(self.jail)
 
     def freeze(self) -> JailCpu | None:
         """Stop the jail; on the CPU, return its CPU time once stopped, as its cgroup and its live

@@ -414,6 +414,8 @@ class Session:
         self.driver.release_last()
         give_back_cached(self.problem.device)
         try:
+            self.problem.trim()
+            self.problem.reopen()  # a reference jail that died while the candidate lived starts again
             for shape in range(len(self.problem.shapes)):
                 self.problem.reference(self.problem.new_call(shape))
                 if self.baseline.runner.alive():

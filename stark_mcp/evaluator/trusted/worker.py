@@ -1,8 +1,9 @@
 """The trusted worker: ``python -P -m stark_mcp.evaluator.trusted.worker IN_FD OUT_FD DEVICE WORKDIR``.
 
 One per device, kept warm by the parent: torch imported, the device initialized, problems loaded
-with their reference models, and a baseline runner per problem. It never runs candidate code itself;
-it starts runners in jails and talks to them through shared memory. Commands arrive as frames on
+(each in its reference jail, which holds the problem's code and its reference models), and a
+baseline runner per problem. It never runs a candidate's code, nor the problem's: it starts jails for
+both and talks to them through frames and shared memory. Commands arrive as frames on
 IN_FD; answers (and progress) leave as frames on OUT_FD:
 
   {"cmd": "load", "key", "name", "path", "settings", "hidden": [...], "visible": [...]}
@@ -22,26 +23,27 @@ Standard library and torch only.
 from __future__ import annotations
 
 import ctypes
-import importlib
 import os
 import shutil
 import sys
 import tempfile
 import time
 import traceback
+from pathlib import Path
 from typing import Any
 
 import torch
 
 from stark_mcp.evaluator.common import frames
 from stark_mcp.evaluator.outside_tools import TOOLS, ToolPaths
+from stark_mcp.evaluator.sandbox import jail_dirs
 from stark_mcp.evaluator.sandbox.cgroups import remove_own, sweep_stale
 from stark_mcp.evaluator.sandbox.env import scrub_env
 from stark_mcp.evaluator.sandbox.forked import ZYGOTE_FD_ARG, ZygoteClient
 from stark_mcp.evaluator.sandbox.host_layout import spare_cores, timing_cores
 from stark_mcp.evaluator.sandbox.launch import JailSpec, Mount, inside_path
 from stark_mcp.evaluator.sandbox.levels import IsolationInfo, SandboxPolicy, detect
-from stark_mcp.evaluator.trusted import profiling, sol_calibrate, sol_count, timing
+from stark_mcp.evaluator.trusted import profiling, sol_calibrate, timing
 from stark_mcp.evaluator.trusted.driver import (
     DeviceTools,
     Driver,
@@ -49,7 +51,13 @@ from stark_mcp.evaluator.trusted.driver import (
     give_back_cached,
     host_available_bytes,
 )
-from stark_mcp.evaluator.trusted.problem import LoadedProblem, ProblemFailure, ResourceExhausted
+from stark_mcp.evaluator.trusted.problem import (
+    JailRequestTimes,
+    LoadedProblem,
+    ProblemFailure,
+    ResourceExhausted,
+)
+from stark_mcp.evaluator.trusted.reference_jail import ReferenceJail
 from stark_mcp.evaluator.trusted.runners import RunnerDied, RunnerHandle, RunnerTimeout
 from stark_mcp.evaluator.trusted.session import InfraError, Session
 
@@ -59,6 +67,10 @@ GPU_SPIN_S = 0.005  # spin this long before sleeping on a doorbell: wake-ups ins
 # measures the device, not the interpreter, and the forward's launch latency stays outside its events.
 GPU_SLEEP_CYCLES = 200_000
 MEMORY_SHARE = 0.9  # a problem needing more of the device's memory than this is refused up front
+# Reference jails kept running (the least recently used beyond this are suspended, and started again
+# when their problem is next used): each holds its models and, on a GPU, a CUDA context of its own.
+OPEN_REFERENCES = 4
+INIT_LIMIT = 1 << 30  # the init file a reference jail saves: its file size limit (JailSpec.max_file_bytes)
 
 
 def _prctl_subreaper_and_deathsig() -> None:
@@ -127,8 +139,9 @@ class Spare:
 
 
 class ProblemState:
-    def __init__(self, problem: LoadedProblem, job_dir: str) -> None:
+    def __init__(self, problem: LoadedProblem, job_dir: str, reference_dir: str) -> None:
         self.problem, self.job_dir = problem, job_dir
+        self.reference_dir = reference_dir  # the reference jail's own folder (its problem.py, its out/)
         self.baseline: Driver | None = None
         # the eager runner started during the load, and the settings its jail was made for
         self.early_baseline: tuple[RunnerHandle, str] | None = None
@@ -196,7 +209,8 @@ class Worker:
         elif self.cuda and (own := timing_cores(self.gpu_index)):
             # Each side of a GPU timing handshake spins on a core of its own, and each GPU of the host
             # has its own three (host_layout.py): builders and other GPUs' runners stay off them.
-            cpus = [own[1]] if name == "baseline" else [own[2]]
+            # The reference jail works only while the worker waits for it: the worker's own core.
+            cpus = [own[1]] if name == "baseline" else [own[0]] if name == "reference" else [own[2]]
         return JailSpec(
             argv=[],
             env=env,
@@ -222,49 +236,109 @@ class Worker:
         key = str(cmd["key"])
         self.hidden = [str(p) for p in cmd.get("hidden", [])]
         self.visible = [str(p) for p in cmd.get("visible", [])]
-        for root in self.visible:
-            if root not in sys.path:
-                sys.path.insert(0, root)
         if key in self.problems:
             self.send(self._loaded(self.problems[key].problem))
             return
-        # A new key for a problem that imports the user's code may mean those files changed (the
-        # parent keys problems by them): import them afresh, and leave no bytecode of ours behind
-        # that a same-second edit of the same size would make stale.
-        _forget_user_modules(self.visible)
         job_dir = tempfile.mkdtemp(prefix="problem-", dir=self.workdir)
         shutil.copyfile(cmd["path"], os.path.join(job_dir, "problem.py"))
         os.chmod(job_dir, 0o755)
         settings = _session_settings(dict(cmd.get("settings") or {}), self.cuda)
         early = self._start_early(job_dir, settings)
-        problem = LoadedProblem(key, str(cmd["name"]), os.path.join(job_dir, "problem.py"), self.device)
-        problem.on_sizes = self._size_check
+        self._suspend_references(OPEN_REFERENCES - 1)
+        reference_dir = tempfile.mkdtemp(prefix="reference-", dir=self.workdir)
+        problem: LoadedProblem | None = None
         try:
+            problem = self._start_reference(key, str(cmd["name"]), job_dir, reference_dir, settings)
+            problem.on_sizes = self._size_check
             problem.load()
-            self._size_check(problem)
-        except ProblemFailure as fail:
+            # The constructor arguments and RNG state the jail saved: copied for the runners, who
+            # load it with weights_only; never loaded here, and read following no link the jail made.
+            data = jail_dirs.read_bytes(Path(reference_dir), "out/init.pt", INIT_LIMIT)
+            with open(os.path.join(job_dir, "init.pt"), "wb") as fh:
+                fh.write(data)
+        except (ProblemFailure, ResourceExhausted, OSError) as exc:
             if early is not None:
                 early[0].close()
+            if problem is not None:
+                problem.close()
             shutil.rmtree(job_dir, ignore_errors=True)
+            shutil.rmtree(reference_dir, ignore_errors=True)
+            if isinstance(exc, ResourceExhausted):
+                self._exhausted(exc)
+                return
+            fail = exc if isinstance(exc, ProblemFailure) else ProblemFailure("init", f"{exc}")
             self.send(
                 {"kind": "problem_error", "step": fail.step, "message": fail.message, "traceback": fail.tb}
             )
             return
-        except ResourceExhausted as exc:
-            if early is not None:
-                early[0].close()
-            shutil.rmtree(job_dir, ignore_errors=True)
-            self._exhausted(exc)
-            return
-        give_back_cached(self.device)  # the shape probes' inputs and outputs are garbage now
-        torch.save(problem.init, os.path.join(job_dir, "init.pt"))
-        state = self.problems[key] = ProblemState(problem, job_dir)
+        give_back_cached(self.device)  # the exchange of the shape probes' copies is garbage now
+        state = self.problems[key] = ProblemState(problem, job_dir, reference_dir)
         state.early_baseline = early
         if self.cuda and self._slots(problem) <= 1:  # inputs that fill the device: no extra context
             for spare in self.spares:
                 spare.discard()
             self.spares = []
         self.send(self._loaded(problem))
+
+    def _start_reference(
+        self, key: str, name: str, job_dir: str, reference_dir: str, settings: dict[str, Any]
+    ) -> LoadedProblem:
+        """The problem's reference jail, started the way its baseline runner is: its own copy of the
+        problem (read-only) and a folder it may write its init file to; the problem's import roots
+        readable, as for runners. Its code runs there, never here."""
+        out = os.path.join(reference_dir, "out")
+        os.mkdir(out)
+        shutil.copyfile(os.path.join(job_dir, "problem.py"), os.path.join(reference_dir, "problem.py"))
+        for path in (reference_dir, out):
+            os.chmod(path, 0o755)
+        mounts = [Mount(reference_dir, "/tmp/job"), Mount(out, "/tmp/out", writable=True)]
+        hidden, visible = list(self.hidden), list(self.visible)
+
+        def start() -> ReferenceJail:
+            spec = self.jail_spec("reference", settings)
+            spec.mounts, spec.hidden, spec.visible = list(mounts), hidden, visible
+            # The candidates' cap (jail_memory_bytes) contains their hoarding; the problem's jail
+            # holds the reference and its float64 twin, and gets the default cap (half the machine).
+            spec.memory_max = None
+            jail = ReferenceJail()
+            try:
+                jail.start(spec, self.info, zygote=self.zygote())
+            except Exception as exc:  # noqa: BLE001 - a jail that cannot start: the problem's failure
+                raise ProblemFailure("start", f"the problem's reference jail did not start: {exc}") from None
+            return jail
+
+        load_s = float(settings.get("load_timeout_s", 120))
+        call_s = max(
+            float(settings.get("timing_timeout_s", 180)), float(settings.get("correctness_timeout_s", 120))
+        )
+        request = {
+            "path": f"{inside_path(self.info.level, mounts[0])}/problem.py",
+            "module": f"stark_problem_{key}",
+            "device": self.device,
+            "sys_path": self.visible,
+            "out": inside_path(self.info.level, mounts[1]),
+        }
+        # Generous: a problem of gigabytes builds its model and draws its inputs in these; a hang
+        # costs this long once, and the worker lives on.
+        times = JailRequestTimes(load_s=4 * load_s, call_s=call_s)
+        return LoadedProblem(key, name, self.device, start(), request, times, start)
+
+    def _suspend_references(self, keep: int, state: ProblemState | None = None) -> None:
+        """Suspend the reference jails of the least recently used problems other than ``state``'s
+        until at most ``keep`` of them run."""
+        running = sorted(
+            (s for s in self.problems.values() if s is not state and s.problem.jail.alive()),
+            key=lambda s: s.used,
+        )
+        for other in running[: max(0, len(running) - keep)]:
+            other.problem.suspend()
+
+    def _ready(self, state: ProblemState) -> None:
+        """The problem's reference jail running (started again if it was suspended or died)."""
+        state.used = time.monotonic()
+        if not state.problem.jail.alive():
+            self._suspend_references(OPEN_REFERENCES - 1, state)
+            state.problem.reopen()
 
     def _start_early(self, job_dir: str, settings: dict[str, Any]) -> tuple[RunnerHandle, str] | None:
         """Start the problem's eager runner and a spare candidate runner now, while the problem loads
@@ -288,7 +362,7 @@ class Worker:
         return {
             "kind": "loaded",
             "shapes": [s.label for s in problem.shapes],
-            "fp64": problem.model64 is not None,
+            "fp64": problem.fp64,
             "fp64_note": problem.fp64_note,
         }
 
@@ -296,18 +370,24 @@ class Worker:
         """Refuse up front what cannot fit; drop the float64 reference (flagged) when only it does not.
 
         Per problem: two runners' shared regions (slots of inputs, one output) and their own outputs
-        and weights, our private inputs, reference output and weights, and for the float64 twin twice
-        the inputs, outputs and weights again."""
+        and weights; the reference jail's inputs, reference output and weights; here the pristine
+        inputs, the reference output's copy and the exchange region; and for the float64 twin twice
+        the inputs, outputs and weights again in the jail, its outputs in the exchange and here. The
+        first check comes before any shape's inputs exist (their size planned on the meta device)."""
         inputs = max([s.input_bytes for s in problem.shapes] + [problem.planned_input_bytes])
         outputs = max([s.output_bytes for s in problem.shapes] + [0])
-        params = (
-            sum(p.numel() * p.element_size() for p in problem.model.parameters())
-            if isinstance(problem.model, torch.nn.Module)
-            else 0
-        )
+        params = problem.param_bytes
         slots = self._slots_for(inputs)
-        need = 2 * (slots * inputs + outputs) + 2 * (outputs + params) + (inputs + outputs + params)
-        fp64 = 2 * (inputs + outputs + params)
+        # The reference jail's inputs, outputs and weights, and here the pristine inputs, the
+        # reference's copied outputs and the exchange region between the two (the larger of them).
+        need = (
+            2 * (slots * inputs + outputs)
+            + 2 * (outputs + params)
+            + (inputs + outputs + params)
+            + (inputs + outputs + max(inputs, outputs))
+        )
+        # The twin's weights, inputs and outputs in the jail, its outputs in the exchange and here.
+        fp64 = 2 * (inputs + outputs + params) + 4 * outputs
         problem.need_bytes = need
         total = self._total_bytes()
         where = "GPU" if self.cuda else "host"
@@ -322,9 +402,8 @@ class Worker:
                 f"{params / gib:.2f} GiB, copied for the reference, the baseline and the "
                 f"candidate) and the device has {total / gib:.1f} GiB",
             )
-        if problem.model64 is not None and outputs and need + fp64 > MEMORY_SHARE * total:
-            problem.model64 = None
-            problem.fp64_note = (
+        if problem.fp64 and outputs and need + fp64 > MEMORY_SHARE * total:
+            problem.drop_float64(
                 f"the float64 reference was skipped: it needs {fp64 / gib:.1f} GiB more than "
                 f"the {total / gib:.1f} GiB of {where} memory allow"
             )
@@ -397,6 +476,7 @@ class Worker:
         server) must not run out of memory on the tenth problem because it kept the nine before."""
         state.used = time.monotonic()
         give_back_cached(self.device)  # the free figure below leaves out our allocator's reserve
+        state.problem.trim()  # and the reference jail's
         need = int(getattr(state.problem, "need_bytes", 0) or 0)
         others = sorted(
             (s for s in self.problems.values() if s is not state and s.baseline is not None),
@@ -407,22 +487,26 @@ class Worker:
                 return
             other.baseline.close()
             other.baseline = None
+            other.problem.suspend()  # its reference jail holds its models (and a CUDA context)
             self._memory_settled()
 
     def _exhausted(self, exc: ResourceExhausted, eval_id: Any = None) -> None:
-        """Out of memory in the problem's own code, here: an infrastructure fault (the parent retries
-        it on a fresh worker), never the problem's; what this worker kept warm is let go first."""
+        """Out of memory in the problem's own code (in its reference jail) or in this worker's copies:
+        an infrastructure fault (the parent retries it on a fresh worker), never the problem's; what
+        this worker kept warm is let go first, the reference jails' memory with it."""
         for state in self.problems.values():
             if state.baseline is not None:
                 state.baseline.close()
                 state.baseline = None
             _drop_early(state)
+            state.problem.trim()
         held = _large_tensors()
         self._memory_settled()
         free = self._free_bytes() / (1 << 30)
         frame = {
             "kind": "infra_error",
-            "message": f"out of memory in the trusted worker ({exc}); {free:.1f} GiB free after letting go "
+            "message": f"out of memory in the trusted worker or a reference jail ({exc}); "
+            f"{free:.1f} GiB free after letting go "
             f"of the problems it kept warm; it held {held or 'no tensor of 1 GiB or more'}",
         }
         if eval_id is not None:
@@ -539,6 +623,7 @@ class Worker:
         started = time.monotonic()
         spare = self._take_spare(settings)
         try:
+            self._ready(state)
             job = self.stage(state, spare, cmd)
             baseline = self.eager(state, settings)
             baseline.bracket_after_inputs = bool(settings["bracket_after_inputs"])
@@ -630,6 +715,7 @@ class Worker:
         """Nsight Compute's counters for one forward of a candidate (or the reference)."""
         state = self.problems[str(cmd["key"])]
         settings = _session_settings(cmd["settings"], self.cuda)
+        self._ready(state)
         try:
             self.send(profiling.profile(self, state, cmd, settings))
         finally:
@@ -639,6 +725,7 @@ class Worker:
         """compute-sanitizer's first report on a candidate that failed with a memory error."""
         state = self.problems[str(cmd["key"])]
         settings = _session_settings(cmd["settings"], self.cuda)
+        self._ready(state)
         try:
             self.send(profiling.sanitize(self, state, cmd, settings))
         finally:
@@ -649,8 +736,9 @@ class Worker:
         worker fault: a problem whose forward cannot be counted just has no floor."""
         state = self.problems[str(cmd["key"])]
         try:
-            answer = sol_count.count_problem(state.problem)
-        except BaseException as exc:  # noqa: BLE001 - the problem's own code ran
+            self._ready(state)
+            answer = state.problem.sol_counts()
+        except Exception as exc:  # noqa: BLE001 - the problem's own code failed, in its jail
             answer = {"kind": "sol_missing", "message": f"{type(exc).__name__}: {exc}"[:1500]}
         finally:
             give_back_cached(self.device)
@@ -671,6 +759,11 @@ class Worker:
         name = str(cmd["name"])
         state = self.problems[str(cmd["key"])]
         settings = _session_settings(cmd["settings"], self.cuda)
+        try:
+            self._ready(state)
+        except (ProblemFailure, ResourceExhausted) as exc:
+            self.send({"kind": "baseline_missing", "name": name, "message": f"{name} failed: {exc}"[:3000]})
+            return
         modes = {
             "compile_default": "default",
             "compile_max_autotune": "max-autotune",
@@ -797,6 +890,7 @@ class Worker:
             if state.baseline is not None:
                 state.baseline.close()
             _drop_early(state)
+            state.problem.close()
         for spare in self.spares:
             spare.discard()
         if self._zygote is not None:
@@ -823,23 +917,6 @@ def _large_tensors(limit: int = 1 << 30) -> str:
             where = ", ".join(holders) or "a list"
             found.append(f"{list(obj.shape)} {obj.dtype} on {obj.device} (in {where})")
     return "; ".join(found[:12])
-
-
-KEPT_MODULES = {"stark_mcp", "torch", "numpy", "triton", "_pytest", "pytest"}
-
-
-def _forget_user_modules(roots: list[str]) -> None:
-    if not roots:
-        return
-    sys.dont_write_bytecode = True
-    prefixes = tuple(os.path.join(os.path.abspath(r), "") for r in roots)
-    for name, module in list(sys.modules.items()):
-        if name.partition(".")[0] in KEPT_MODULES or name in sys.stdlib_module_names:
-            continue  # a root holding our own tree or an environment: the worker's code stays
-        where = getattr(module, "__file__", None)
-        if isinstance(where, str) and os.path.abspath(where).startswith(prefixes):
-            del sys.modules[name]
-    importlib.invalidate_caches()
 
 
 def _spin(cuda: bool) -> float:

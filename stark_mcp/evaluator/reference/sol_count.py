@@ -1,7 +1,7 @@
 """What the reference's computation costs: bytes a correct implementation must move and FLOPs by
-operator, counted per aten op while the trusted worker runs the reference once per declared shape.
+operator, counted per aten op while the reference jail runs the reference once per declared shape.
 
-Runs only in the trusted worker (it runs the problem's code), so: standard library and torch only.
+Runs only in the reference jail (it runs the problem's code), so: standard library and torch only.
 The answer is plain JSON; the roofline math on it lives in ``stark_mcp.sol.roofline`` (pure).
 
 Counting rules (docs/sol.md):
@@ -177,33 +177,34 @@ def _on_meta(obj: Any) -> Any:
     return obj
 
 
-def _count_on_meta(problem: Any, spec: Any) -> dict[str, Any]:
+def _count_on_meta(problem: Any, index: int) -> dict[str, Any]:
     """The counts without allocating or computing anything: inputs made by ``get_inputs`` under
     the meta device, the module run on meta copies of its parameters and buffers."""
     model = problem.model
     if not isinstance(model, torch.nn.Module):
         raise TypeError("not an nn.Module")
     with torch.device("meta"):
-        inputs = _on_meta(list(problem.module.get_inputs(**spec.kwargs)))
+        inputs = _on_meta(list(problem.module.get_inputs(**problem.kwargs[index])))
     state = {name: _on_meta(t) for name, t in [*model.named_parameters(), *model.named_buffers()]}
-    counts = count_call(model, inputs, spec.label, state)
+    counts = count_call(model, inputs, problem.shapes[index].label, state)
     counts["param_bytes"] = _param_bytes(model)
     return counts
 
 
-def count_problem(problem: Any) -> dict[str, Any]:
-    """Counts for every declared shape of a loaded problem (``trusted.problem.LoadedProblem``): on
-    meta tensors where the module runs there (no memory, no compute), else on one fresh call's
-    inputs (a forward that reads its data, or makes tensors on a device of its own)."""
+def count_problem(problem: Any, seed: int) -> dict[str, Any]:
+    """Counts for every declared shape of a loaded problem (``reference.problem_code.ProblemCode``,
+    its shapes probed): on meta tensors where the module runs there (no memory, no compute), else
+    on one fresh draw of its inputs from ``seed`` (a forward that reads its data, or makes tensors
+    on a device of its own)."""
     shapes = []
     for index, spec in enumerate(problem.shapes):
         try:
-            counts = _count_on_meta(problem, spec)
+            counts = _count_on_meta(problem, index)
             if (counts["input_bytes"], counts["output_bytes"]) != (spec.input_bytes, spec.output_bytes):
                 raise ValueError("meta run disagrees with the loaded shapes")
         except Exception:  # noqa: BLE001 - anything meta cannot run is counted on the device
-            call = problem.new_call(index)
-            counts = count_call(problem.model, call.inputs, spec.label)
-            del call
+            inputs = problem.generate(index, seed)
+            counts = count_call(problem.model, inputs, spec.label)
+            del inputs
         shapes.append(counts)
     return {"kind": "sol_counts", "shapes": shapes}
