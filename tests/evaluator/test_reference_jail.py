@@ -14,9 +14,11 @@ import subprocess
 import time
 import uuid
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
+from stark_mcp.evaluator.trusted.worker import OPEN_REFERENCES, Worker
 from stark_mcp.problems import ProblemError, problem_from_source
 from stark_mcp.records import Status
 from tests.evaluator.conftest import FAST, evaluate_fixture, fixture_text
@@ -172,3 +174,71 @@ async def test_a_reference_jail_that_died_is_started_again_for_the_next_evaluati
         assert again.status is Status.PASSED, again.message
     finally:
         shutil.rmtree(root)
+
+
+# Module-level code that names its process (comm): the test finds each problem's jail by that name.
+NAMED = '''
+with open("/proc/self/comm", "w") as fh:
+    fh.write({name!r})
+''' + BODY
+
+
+def _reference_jails_named(prefix: str) -> set[str]:
+    """Names of the live reference jails whose name starts with ``prefix``: the problem's baseline
+    runner imports the problem too (and so takes the name); only the reference jail has the
+    writable folder for its init file mounted at /tmp/out."""
+    found = set()
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/comm") as fh:
+                    name = fh.read().strip()
+                with open(f"/proc/{entry}/stat") as fh:
+                    state = fh.read().rsplit(")", 1)[-1].split()[0]
+                with open(f"/proc/{entry}/mountinfo") as fh:
+                    mounts = [line.split()[4] for line in fh if len(line.split()) > 4]
+            except OSError:
+                continue
+            if name.startswith(prefix) and state != "Z" and "/tmp/out" in mounts:
+                found.add(name)
+    return found
+
+
+async def test_a_worker_keeps_few_reference_jails_and_starts_a_suspended_one_again(evaluator) -> None:
+    tag = f"lru{uuid.uuid4().hex[:6]}-"
+    names = [f"{tag}{i}" for i in range(OPEN_REFERENCES + 1)]
+    problems = [problem_from_source(NAMED.format(name=name), name=name.replace("-", "_")) for name in names]
+    candidate = fixture_text("torch_ok.py")
+
+    async def evaluate(problem):
+        result = await evaluator.evaluate(problem, candidate, device="cpu", settings=FAST, use_cache=False)
+        assert result.status is Status.PASSED, result.message
+
+    for problem in problems:
+        await evaluate(problem)
+    # One more problem than jails kept: at most OPEN_REFERENCES run, the least recently used ended
+    # (a machine short of memory may end more: _make_room suspends too, least recently used first).
+    alive = _reference_jails_named(tag)
+    assert len(alive) <= OPEN_REFERENCES and names[-1] in alive and names[0] not in alive, alive
+    await evaluate(problems[0])  # its jail starts again (from its saved init) and judges as before
+    alive = _reference_jails_named(tag)
+    assert names[0] in alive and len(alive) <= OPEN_REFERENCES, alive
+
+
+def test_suspending_keeps_the_most_recently_used_jails_running() -> None:
+    class Problem:
+        def __init__(self) -> None:
+            self.running = True
+            self.jail = SimpleNamespace(alive=lambda: self.running)
+
+        def suspend(self) -> None:
+            self.running = False
+
+    states = {key: SimpleNamespace(used=used, problem=Problem()) for key, used in
+              (("a", 5.0), ("b", 1.0), ("c", 4.0), ("d", 2.0), ("e", 3.0), ("new", 0.0))}
+    worker = SimpleNamespace(problems=states)
+    Worker._suspend_references(worker, OPEN_REFERENCES - 1, states["new"])  # room for "new"'s jail
+    assert {k for k, s in states.items() if s.problem.running} == {"a", "c", "e", "new"}
+    states["b"].problem.running = True  # "b" started again: the oldest beyond the cap is ended
+    Worker._suspend_references(worker, OPEN_REFERENCES)
+    assert {k for k, s in states.items() if s.problem.running} == {"a", "b", "c", "e"}
