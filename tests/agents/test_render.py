@@ -68,7 +68,9 @@ def test_window_entries_carry_their_observations(problem: Problem, tree: Tree) -
     assert "### Attempt n2 (planned change, parent: n1)" in history
     assert "expected identifier before ')' token" in history
     assert "status: build_error (compiler)" in history
-    assert "Plan it followed: Vectorize the loop." in history
+    # The latest attempt's plan is labelled as applied: a coder once read it as the step's own plan.
+    followed = "Plan it followed (already applied in the source below; not this step's plan): "
+    assert followed + "Vectorize the loop." in history
     assert "### Attempt n3 (debug fix, parent: n1)" in history
     assert "status: wrong_output (tolerance)" in history and "rel-norm error 0.31" in history
     latest = body[body.index("## Latest attempt"): body.index("## History")]
