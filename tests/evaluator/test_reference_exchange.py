@@ -21,7 +21,13 @@ from stark_mcp.evaluator.sandbox.env import scrub_env
 from stark_mcp.evaluator.sandbox.launch import JailSpec, Mount
 from stark_mcp.evaluator.sandbox.levels import SandboxPolicy, detect
 from stark_mcp.evaluator.trusted import compare
-from stark_mcp.evaluator.trusted.problem import JailRequestTimes, LoadedProblem, ProblemFailure
+from stark_mcp.evaluator.trusted.problem import (
+    MAX_CALLS_PER_REQUEST,
+    JailRequestTimes,
+    LoadedProblem,
+    ProblemFailure,
+    calls_per_request,
+)
 from stark_mcp.evaluator.trusted.reference_jail import ReferenceJail
 
 PROBLEM = '''
@@ -109,7 +115,8 @@ def test_inputs_and_reference_outputs_come_back_as_the_objects_the_comparison_sa
         gc.collect()
         assert problem._released
         kept = problem.new_call(0)
-        assert problem._released == [] and kept.number == 2
+        # (Small inputs come several calls to a request: shape 1's request drew numbers 1 to n.)
+        assert problem._released == [] and kept.number == calls_per_request(problem.shapes[1].input_bytes) + 1
         # A jail that died is started again from its init file: the same weights, the same shapes.
         problem.jail.close()
         with pytest.raises(ProblemFailure, match="reference jail"):
@@ -121,6 +128,62 @@ def test_inputs_and_reference_outputs_come_back_as_the_objects_the_comparison_sa
     finally:
         problem.close()
     assert not problem.jail.alive()
+
+
+def test_a_request_draws_inputs_for_several_small_calls_and_large_ones_come_one_at_a_time() -> None:
+    assert calls_per_request(0) == calls_per_request(1024) == MAX_CALLS_PER_REQUEST
+    sizes = [1 << k for k in range(10, 36)]
+    counts = [calls_per_request(n) for n in sizes]
+    assert counts == sorted(counts, reverse=True) and counts[-1] == 1
+    # What is drawn ahead, held in the jail, the exchange region and the worker, stays bounded.
+    assert max((calls_per_request(n) - 1) * n for n in sizes) <= 32 << 20
+
+
+@pytest.mark.slow  # a jail importing torch
+def test_calls_drawn_together_each_have_their_own_inputs_and_reference(tmp_path: Path) -> None:
+    problem = _problem(tmp_path)
+    requests: list[dict] = []
+    try:
+        problem.load()
+        ask = problem.jail.request
+
+        def counted(frame: dict, *args: object, **kwargs: object) -> dict:
+            requests.append(frame)
+            return ask(frame, *args, **kwargs)
+
+        problem.jail.request = counted  # type: ignore[method-assign]
+        per_request = calls_per_request(problem.shapes[0].input_bytes)
+        assert per_request == MAX_CALLS_PER_REQUEST
+        assert problem.exchange is not None
+        assert problem.exchange.size >= per_request * problem.shapes[0].input_bytes
+        calls = [problem.new_call(0) for _ in range(per_request + 1)]
+        draws = [f for f in requests if f["op"] == "call"]
+        assert len(draws) == 2 and len(draws[0]["calls"]) == per_request
+        seeds = [seed for f in draws for _number, seed in f["calls"]]
+        assert len(set(seeds)) == len(seeds)  # a secret seed of its own for every call
+        assert len({c.number for c in calls}) == len(calls)
+        assert len({float(c.tensors[0].sum()) for c in calls}) == len(calls)
+        weights = torch.load(tmp_path / "ref" / "out" / "init.pt", weights_only=True)
+        torch.set_rng_state(weights["rng"]["torch"])
+        scale = torch.randn(8)
+        # The reference of a call from the middle of a batch, and of the last: each on its own inputs.
+        for call in (calls[per_request // 2], calls[per_request - 1], calls[-1]):
+            native, _ref64, _note = problem.reference(call)
+            assert torch.equal(native[0], call.tensors[0] * scale + call.tensors[1])
+        # Calls let go are dropped by the jail, drawn-ahead ones kept until their turn.
+        kept_before = problem.kept_in_jail
+        del calls, call, native
+        gc.collect()
+        problem.new_call(1)
+        assert problem.kept_in_jail < kept_before + per_request
+        # A suspended jail's drawn calls are gone with it; the next call is drawn afresh.
+        problem.suspend()
+        problem.reopen()
+        again = problem.new_call(0)
+        native, _, _ = problem.reference(again)
+        assert torch.equal(native[0], again.tensors[0] * scale + again.tensors[1])
+    finally:
+        problem.close()
 
 
 def _structure(tree: dict) -> object:
@@ -174,12 +237,12 @@ def test_the_jail_holds_nothing_of_a_released_call_without_waiting_for_a_collect
     gc.collect()
     gc.disable()
     try:
-        server.op_call({"number": 0, "shape": 0, "seed": 0})
+        server.op_call({"shape": 0, "calls": [[0, 0]]})
         server.op_reference({"number": 0})
         code.release([0])
         held = tensors()
         for number in range(1, 6):
-            server.op_call({"number": number, "shape": 0, "seed": number})
+            server.op_call({"shape": 0, "calls": [[number, number]]})
             server.op_reference({"number": number})
             code.release([number])
         assert tensors() == held

@@ -9,7 +9,9 @@ each way on SOCK_FD (``trusted/reference_jail.py`` has the other end):
   {"op": "probe", "shape", "seeds": [a, b]} -> {"kind": "shape", "spec"}
   {"op": "drop_fp64", "note"} -> {"kind": "ok"}
   {"op": "region", "nbytes"}, then the region's fd (SCM_RIGHTS) -> {"kind": "ok"}
-  {"op": "call", "number", "shape", "seed", "release"} -> {"kind": "inputs", "tree", "args", "leaves"}
+  {"op": "call", "shape", "calls": [[number, seed], ...], "release"}
+      -> {"kind": "inputs", "calls": [{"tree", "args", "leaves"}, ...], "kept"}: several calls' inputs
+      at once, packed one after another (``trusted/problem.py``, ``calls_per_request``)
   {"op": "reference", "number", "release"} -> {"kind": "outputs", "native", "ref64", "leaves"}
   {"op": "counts", "seed"} -> {"kind": "sol_counts", ...} | {"kind": "sol_missing", "message"}
   {"op": "trim"} -> {"kind": "ok"}: give the device what this process's allocator caches unused
@@ -137,10 +139,14 @@ class ReferenceServer:
     def op_call(self, r: dict[str, Any]) -> dict[str, Any]:
         code = self._code()
         shape = int(r["shape"])
-        tree, tensors, args = code.new_call(int(r["number"]), shape, int(r["seed"]))
-        leaves = self._write(tensors, code.shape_step(shape))
+        drawn = [code.new_call(int(number), shape, int(seed)) for number, seed in r["calls"]]
+        packed = self._write([tensors for _tree, tensors, _args in drawn], code.shape_step(shape))
+        calls = [
+            {"tree": tree, "args": args, "leaves": leaves}
+            for (tree, _tensors, args), leaves in zip(drawn, packed, strict=True)
+        ]
         # ``kept``: the calls whose inputs this jail holds (the worker lets them go as it judges them)
-        return {"kind": "inputs", "tree": tree, "args": args, "leaves": leaves, "kept": len(code.calls)}
+        return {"kind": "inputs", "calls": calls, "kept": len(code.calls)}
 
     def op_reference(self, r: dict[str, Any]) -> dict[str, Any]:
         code = self._code()
@@ -151,7 +157,7 @@ class ReferenceServer:
             tree64, tensors64 = output_tree(ref64)
             answer["ref64"] = _shift_leaves(tree64, len(tensors))
             tensors = tensors + tensors64
-        answer["leaves"] = self._write(tensors, "Model.forward")
+        answer["leaves"] = self._write([tensors], "Model.forward")[0]
         return answer
 
     def op_counts(self, r: dict[str, Any]) -> dict[str, Any]:
@@ -166,24 +172,29 @@ class ReferenceServer:
             raise RuntimeError("no problem loaded")
         return self.code
 
-    def _write(self, tensors: list[torch.Tensor], step: str) -> list[dict[str, Any]]:
-        """Pack ``tensors`` into the exchange region from its start; their leaves."""
+    def _write(self, groups: list[list[torch.Tensor]], step: str) -> list[list[dict[str, Any]]]:
+        """Pack each group of tensors into the exchange region, one after another from its start,
+        with one synchronisation for all; each group's leaves."""
         region = self.region
         if region is None:
             raise RuntimeError("no exchange region")
-        leaves, end = layout_for(specs_of(tensors))
+        packed, end = [], 0
+        for tensors in groups:
+            leaves, end = layout_for(specs_of(tensors), end)
+            packed.append(leaves)
         if end > region.size:
             raise ProblemCodeFailure(
                 step,
                 f"{end} bytes of tensors where the shapes probed at load need at most {region.size}: "
                 "the problem's tensors changed size between calls",
             )
-        for leaf, tensor in zip(leaves, tensors, strict=True):
-            if int(leaf["nbytes"]):
-                region.view(leaf).copy_(tensor.detach())
+        for tensors, leaves in zip(groups, packed, strict=True):
+            for leaf, tensor in zip(leaves, tensors, strict=True):
+                if int(leaf["nbytes"]):
+                    region.view(leaf).copy_(tensor.detach())
         if self.device.startswith("cuda"):
             torch.cuda.synchronize()  # written before the worker reads them (another process)
-        return leaves
+        return packed
 
 
 def _shift_leaves(tree: dict[str, Any], by: int) -> dict[str, Any]:

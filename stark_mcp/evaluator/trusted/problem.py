@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import secrets
 import weakref
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -25,7 +26,36 @@ from stark_mcp.evaluator.common.regions import Region, layout_for
 from stark_mcp.evaluator.common.shapes import ShapeSpec, specs_from_wire
 from stark_mcp.evaluator.trusted.reference_jail import ReferenceGone, ReferenceJail
 
-__all__ = ["Call", "LoadedProblem", "ProblemFailure", "ResourceExhausted", "ShapeSpec", "fresh_seed"]
+__all__ = [
+    "Call",
+    "LoadedProblem",
+    "ProblemFailure",
+    "ResourceExhausted",
+    "ShapeSpec",
+    "calls_per_request",
+    "fresh_seed",
+]
+
+# A small problem's timing makes up to two thousand calls (the candidate's and the baseline's), and
+# each draw of inputs is a round trip to the reference jail: another process, and on a GPU another
+# context the device switches to, about 1 ms on an H200 against 0.2-0.4 ms when the worker drew
+# them itself. So small inputs are drawn several calls at a time (each call its own secret seed, as
+# before; the candidate sees none of them before its call). What is drawn ahead is held three times
+# (in the jail, in the exchange region, and here), so the batch is bounded in bytes.
+BATCH_BYTES = 32 << 20
+MAX_CALLS_PER_REQUEST = 16
+
+
+def calls_per_request(input_bytes: int) -> int:
+    """How many calls' inputs one request to the jail draws, for one call's ``input_bytes``."""
+    if input_bytes <= 0:
+        return MAX_CALLS_PER_REQUEST
+    return max(1, min(MAX_CALLS_PER_REQUEST, BATCH_BYTES // input_bytes))
+
+
+def drawn_ahead_bytes(input_bytes: int) -> int:
+    """The inputs of calls drawn before their turn, in each of the three places that hold them."""
+    return (calls_per_request(input_bytes) - 1) * max(0, input_bytes)
 
 
 class ProblemFailure(Exception):
@@ -92,7 +122,9 @@ class LoadedProblem:
         self.exchange: Region | None = None
         self._exchange_fd = -1
         self._numbers = 0
-        self.kept_in_jail = 0  # calls whose raw inputs the jail held at the last new_call
+        self.kept_in_jail = 0  # calls whose raw inputs the jail held at the last draw
+        # Per shape, calls drawn ahead of their turn (``calls_per_request``), handed out in order.
+        self._drawn: dict[int, deque[Call]] = {}
         # Calls let go here (collected), for the jail to drop with the next request: one list for the
         # problem's life, which each call's finalizer appends to.
         self._released: list[int] = []
@@ -127,6 +159,7 @@ class LoadedProblem:
     def suspend(self) -> None:
         """End the jail to give its memory back (a CUDA context, the models); ``reopen`` starts it
         again. The worker's side (shapes, the exchange region) stays."""
+        self._drawn.clear()  # their raw inputs, which a reference needs, end with the jail
         self.jail.close()
 
     def reopen(self) -> None:
@@ -137,6 +170,7 @@ class LoadedProblem:
             return
         if self.start_jail is None:
             raise ProblemFailure("start", "the problem's reference jail is gone and cannot be started again")
+        self._drawn.clear()
         self.jail.close()
         self.jail = self.start_jail()
         self._released.clear()
@@ -165,11 +199,15 @@ class LoadedProblem:
         self._ask({"op": "drop_fp64", "note": note}, "float64 reference", self.times.load_s)
 
     def exchange_bytes(self) -> int:
-        """The exchange region: the largest shape's inputs, or its outputs and their float64 twins."""
+        """The exchange region: the largest shape's inputs for one request's calls, or its outputs
+        and their float64 twins."""
         need = 0
         for spec in self.shapes:
             outputs = spec.outputs + (spec.outputs64 or [] if self.fp64 else [])
-            need = max(need, layout_for(spec.tensors)[1], layout_for(outputs)[1])
+            inputs = 0
+            for _ in range(calls_per_request(spec.input_bytes)):
+                inputs = layout_for(spec.tensors, inputs)[1]
+            need = max(need, inputs, layout_for(outputs)[1])
         return need
 
     def _open_exchange(self) -> None:
@@ -186,26 +224,46 @@ class LoadedProblem:
 
     # -- calls ---------------------------------------------------------------------------------------
     def new_call(self, shape: int) -> Call:
-        """Fresh inputs from a secret seed, generated just before the call that uses them, copied
-        at once into tensors of the worker's own (the pristine inputs every check compares with)."""
+        """Fresh inputs from a secret seed, drawn just before the call that uses them (or with the
+        few calls before it, for small inputs), copied at once into tensors of the worker's own (the
+        pristine inputs every check compares with)."""
+        drawn = self._drawn.setdefault(shape, deque())
+        if drawn and not self.jail.alive():
+            drawn.clear()  # their raw inputs died with the jail: no reference could be made for them
+        if not drawn:
+            drawn.extend(self._draw(shape, calls_per_request(self.shapes[shape].input_bytes)))
+        return drawn.popleft()
+
+    def _draw(self, shape: int, count: int) -> list[Call]:
         spec = self.shapes[shape]
         step = f"get_inputs({spec.label if spec.kwargs else ''})"
-        self._numbers += 1
-        number = self._numbers
+        numbers = list(range(self._numbers + 1, self._numbers + 1 + count))
+        self._numbers += count
         answer = self._ask(
-            {"op": "call", "number": number, "shape": shape, "seed": fresh_seed()}, step, self.times.call_s
+            {"op": "call", "shape": shape, "calls": [[n, fresh_seed()] for n in numbers]},
+            step,
+            self.times.call_s,
         )
-        leaves = answer["leaves"]
-        if answer["tree"] != spec.tree or specs_from_wire(
-            [[leaf["shape"], leaf["dtype"]] for leaf in leaves]
-        ) != spec.tensors:
-            self._released.append(number)
-            raise ProblemFailure(step, "get_inputs() changed its structure between calls")
-        tensors = self._copy_out(leaves)
+        drawn = answer.get("calls")
+        if not isinstance(drawn, list) or len(drawn) != count:
+            self._released.extend(numbers)
+            raise ProblemFailure(step, f"the reference jail answered {str(drawn)[:200]} for {count} calls")
+        for one in drawn:
+            if one["tree"] != spec.tree or specs_from_wire(
+                [[leaf["shape"], leaf["dtype"]] for leaf in one["leaves"]]
+            ) != spec.tensors:
+                self._released.extend(numbers)
+                raise ProblemFailure(step, "get_inputs() changed its structure between calls")
+        copies = self._copy_out([leaf for one in drawn for leaf in one["leaves"]])
         self.kept_in_jail = int(answer.get("kept", 0))
-        call = Call(shape, tensors, list(answer["args"]), number=number)
-        weakref.finalize(call, self._released.append, number)
-        return call
+        calls, at = [], 0
+        for number, one in zip(numbers, drawn, strict=True):
+            width = len(one["leaves"])
+            call = Call(shape, copies[at : at + width], list(one["args"]), number=number)
+            at += width
+            weakref.finalize(call, self._released.append, number)
+            calls.append(call)
+        return calls
 
     def reference(self, call: Call) -> tuple[Any, Any | None, str]:
         """(native output, float64 output or None, note) for a call's pristine inputs."""
@@ -267,6 +325,7 @@ class LoadedProblem:
 
     def close(self) -> None:
         """End the jail, then let go of the exchange region (idempotent)."""
+        self._drawn.clear()
         self.jail.close()
         if self.exchange is not None:
             self.exchange.close()

@@ -56,6 +56,7 @@ from stark_mcp.evaluator.trusted.problem import (
     LoadedProblem,
     ProblemFailure,
     ResourceExhausted,
+    drawn_ahead_bytes,
 )
 from stark_mcp.evaluator.trusted.reference_jail import ReferenceJail
 from stark_mcp.evaluator.trusted.runners import RunnerDied, RunnerHandle, RunnerTimeout
@@ -385,6 +386,7 @@ class Worker:
             + 2 * (outputs + params)
             + (inputs + outputs + params)
             + (inputs + outputs + max(inputs, outputs))
+            + 3 * drawn_ahead_bytes(inputs)  # small inputs drawn a few calls ahead (jail, exchange, here)
         )
         # The twin's weights, inputs and outputs in the jail, its outputs in the exchange and here.
         fp64 = 2 * (inputs + outputs + params) + 4 * outputs
