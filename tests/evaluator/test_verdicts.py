@@ -71,3 +71,14 @@ async def test_stdout_is_never_parsed_for_results(evaluator) -> None:
     assert result.status is Status.RUNTIME_ERROR
     assert '"speedup": 100' in result.logs.get("candidate", "")  # shown as a log, nothing more
     assert "kernel exploded" in result.message
+
+
+@pytest.mark.anyio
+async def test_a_wrong_output_after_checked_calls_that_passed_says_where_to_look(evaluator) -> None:
+    """The debug role's prompt carries this message: an error that comes and goes is not a formula."""
+    flaky = await evaluate_fixture(evaluator, "relu_sum.py", "wrong_now_and_then.py", use_cache=False)
+    assert (flaky.status, flaky.reason) == (Status.WRONG_OUTPUT, "tolerance"), flaky.message
+    assert "2 checked calls before it passed" in flaky.message and "race" in flaky.message
+    steady = await evaluate_fixture(evaluator, "relu_sum.py", "off_by_tolerance.py", use_cache=False)
+    assert steady.status is Status.WRONG_OUTPUT and "before it passed" not in steady.message
+

@@ -398,7 +398,20 @@ class Session:
             reason = check.reason or "tolerance"
             if phase != "correctness" and check.status == compare.WRONG:
                 reason = "inconsistent"
-            raise Stop(check.status or compare.WRONG, reason, f"{where}: {check.message}")
+            message = f"{where}: {check.message}{self._passed_before()}"
+            raise Stop(check.status or compare.WRONG, reason, message)
+
+    def _passed_before(self) -> str:
+        """What a repair needs to know when earlier checked calls passed: the error comes and goes
+        with the inputs or the timing, which points somewhere else than a wrong formula."""
+        passed = sum(1 for c in self.checks[:-1] if c.ok)
+        if not passed:
+            return ""
+        return (
+            f" ({passed} checked call{'s' if passed > 1 else ''} before it passed on other fresh inputs: "
+            "an error that comes and goes points at a race between threads, blocks or kernels, memory "
+            "read before it is written, or state kept from one call to the next)"
+        )
 
     def _alone(self, failure: BaseException) -> Stop:
         """A trusted step (inputs, the reference, our copies, the baseline's calls) failed while the
