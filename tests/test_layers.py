@@ -105,3 +105,62 @@ def test_only_python_ast_parses_python_source() -> None:
                     and node.value.id == "ast"):
                 callers.append(f"{path.relative_to(PACKAGE.parent)}:{node.lineno}")
     assert callers == []
+
+
+# The evaluator's process side: what runs in jails, in the trusted worker, and what they share. They
+# run where the parent's dependencies are not installed (a bare machine's torch) and must never
+# reach back into the parent side, whose code a candidate's verdict would then depend on.
+BOUNDARY = ("trusted", "untrusted", "sandbox", "common", "buildkit", "reference")
+# Optional, imported only where present (under ``suppress(ImportError)``): numpy, to seed a problem's
+# own NumPy generator (reference/problem_code.py); triton, which torch ships and a spare runner
+# imports ahead of the candidates that use it (untrusted/runner.py).
+ALLOWED_THIRD_PARTY = {"torch", "numpy", "triton"}
+
+
+def _absolute(path: Path, node: ast.ImportFrom) -> str:
+    """A relative import's module as an absolute name (``from ..x import y`` in a/b/c.py: a.x)."""
+    parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+    base = parts[: len(parts) - node.level]
+    return ".".join(base + ([node.module] if node.module else []))
+
+
+def boundary_imports() -> Iterator[tuple[Path, int, str]]:
+    folders = [f"evaluator/{name}" for name in BOUNDARY]
+    for path, tree in modules(*folders):
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                yield from ((path, node.lineno, alias.name) for alias in node.names)
+            elif isinstance(node, ast.ImportFrom):
+                module = _absolute(path, node) if node.level else str(node.module)
+                if module.startswith("buildkit."):  # compile_main.py runs as a script beside buildkit/
+                    module = "stark_mcp.evaluator." + module
+                yield path, node.lineno, module
+
+
+def crosses_the_boundary(module: str) -> bool:
+    import sys
+
+    root = module.split(".")[0]
+    if root == "stark_mcp":
+        return not any(
+            module == f"stark_mcp.evaluator.{name}" or module.startswith(f"stark_mcp.evaluator.{name}.")
+            for name in BOUNDARY
+        )
+    return root not in sys.stdlib_module_names and root not in ALLOWED_THIRD_PARTY and root != "__future__"
+
+
+def test_the_evaluators_process_side_imports_only_itself_the_standard_library_and_torch() -> None:
+    found = list(boundary_imports())
+    assert len(found) > 100  # the walk saw the folders
+    crossings = [f"{p.relative_to(PACKAGE)}:{n} imports {m}" for p, n, m in found if crosses_the_boundary(m)]
+    assert not crossings, "\n".join(crossings)
+
+
+@pytest.mark.parametrize(
+    "module",
+    ["stark_mcp.evaluator.service", "stark_mcp.records", "pydantic", "stark_mcp.evaluator.profiles"],
+)
+def test_the_boundary_check_sees_a_crossing(module: str) -> None:
+    assert crosses_the_boundary(module)
+    assert not crosses_the_boundary("stark_mcp.evaluator.common.frames")
+    assert not crosses_the_boundary("torch.cuda") and not crosses_the_boundary("json")

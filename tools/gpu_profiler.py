@@ -346,7 +346,7 @@ def tool_paths() -> Any:
     """Where the evaluator finds ncu and compute-sanitizer: STARK_NCU / STARK_COMPUTE_SANITIZER as
     the CLI reads them, else PATH and CUDA_HOME."""
     from stark_mcp.config import Settings
-    from stark_mcp.evaluator.outside_tools import ToolPaths
+    from stark_mcp.evaluator.common.outside_tools import ToolPaths
 
     settings = Settings.from_env()  # light on purpose: orchestrator.session would need the store's deps
     return ToolPaths(ncu=settings.ncu, compute_sanitizer=settings.compute_sanitizer)

@@ -10,12 +10,11 @@ this user and could have written them.
 from __future__ import annotations
 
 import json
-import os
 import re
-import secrets
 from pathlib import Path
 from typing import Any
 
+from stark_mcp.evaluator.atomic_files import write_json_atomic
 from stark_mcp.evaluator.integrity import Integrity
 from stark_mcp.records import Evaluation, Status
 
@@ -24,15 +23,6 @@ UNCACHED_STATUSES = {Status.TIMEOUT}  # may come from a loaded machine: worth tr
 
 def slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.+-]+", "_", text).strip("_")[:80] or "x"
-
-
-def write_json_atomic(path: Path, data: Any) -> None:
-    """Write then rename, with a temp name unique per call: concurrent writers in one
-    process (coroutines sharing a pid) must not rename each other's temp file away."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
-    tmp.write_text(json.dumps(data, indent=1, sort_keys=True))
-    os.replace(tmp, path)
 
 
 class _Signed:

@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Literal, Protocol, runtime_checkable
 
-from stark_mcp.evaluator.outside_tools import ToolPaths
+from stark_mcp.evaluator.common.outside_tools import ToolPaths
 from stark_mcp.evaluator.sandbox.levels import IsolationInfo, SandboxPolicy
 from stark_mcp.evaluator.settings import EvalSettings
 from stark_mcp.problems import Problem

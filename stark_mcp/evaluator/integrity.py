@@ -16,6 +16,8 @@ import secrets
 from pathlib import Path
 from typing import Any
 
+from stark_mcp.evaluator.atomic_files import write_json_atomic
+
 
 class Integrity:
     def __init__(self, cache_dir: Path) -> None:
@@ -69,8 +71,6 @@ MANIFEST = ".manifest.json"
 
 def seal_directory(directory: Path, integrity: Integrity, data: dict[str, Any]) -> None:
     """Sign ``data`` plus a digest of every file under ``directory`` into its manifest."""
-    from stark_mcp.evaluator.cache import write_json_atomic
-
     files = tree_digest(directory)
     files.pop(MANIFEST, None)
     data = {**data, "files": files}

@@ -14,6 +14,7 @@ import re
 from collections.abc import Iterable
 
 from stark_mcp import python_ast
+from stark_mcp.evaluator.common.kernel_names import base_name, qualified_name
 
 _GLOBAL = re.compile(r"\b__global__\b")
 # What may stand between ``__global__`` and a kernel's name: ``void`` and other declaration
@@ -85,27 +86,9 @@ def own_kernel_names(source: str) -> set[str]:
     return cuda_kernel_names(source) | triton_kernel_names(source)
 
 
-def _qualified(profiled: str) -> str:
-    head = profiled.split("(", 1)[0].strip()
-    return head[5:] if head.startswith("void ") else head
-
-
-def base_name(profiled: str) -> str:
-    """``void ns::my_kernel<float>(float const*, int)`` -> ``my_kernel``."""
-    depth, out = 0, []
-    for ch in _qualified(profiled):  # drop template arguments, which may themselves contain '::'
-        if ch == "<":
-            depth += 1
-        elif ch == ">":
-            depth -= 1
-        elif depth == 0:
-            out.append(ch)
-    return "".join(out).split("::")[-1].strip()
-
-
 def is_library_kernel(profiled: str) -> bool:
     """A kernel of torch or a vendor library, whatever the candidate's own kernels are called."""
-    qualified = _qualified(profiled)
+    qualified = qualified_name(profiled)
     return qualified.startswith(_LIBRARY_NAMESPACES) or base_name(profiled).startswith(_LIBRARY_PREFIXES)
 
 

@@ -22,7 +22,7 @@ from importlib import metadata
 from pathlib import Path
 
 from stark_mcp import python_ast
-from stark_mcp.evaluator.cache import write_json_atomic
+from stark_mcp.evaluator.atomic_files import write_json_atomic
 from stark_mcp.evaluator.errors import EvaluatorError
 from stark_mcp.evaluator.sandbox.env import scrub_env
 

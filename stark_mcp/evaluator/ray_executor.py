@@ -25,8 +25,8 @@ from pydantic import TypeAdapter, ValidationError
 
 from stark_mcp.config import default_toolchain_dir
 from stark_mcp.errors import StarkError
+from stark_mcp.evaluator.common.outside_tools import ToolPaths
 from stark_mcp.evaluator.errors import EvaluatorError
-from stark_mcp.evaluator.outside_tools import ToolPaths
 from stark_mcp.evaluator.pool import Slot, SlotPool
 from stark_mcp.evaluator.sandbox.levels import IsolationInfo, SandboxPolicy
 from stark_mcp.evaluator.settings import EvalSettings

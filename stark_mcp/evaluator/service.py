@@ -25,12 +25,12 @@ from stark_mcp.config import default_toolchain_dir
 from stark_mcp.evaluator import assemble, profiles
 from stark_mcp.evaluator.builds import BuildCache, builder_cpus
 from stark_mcp.evaluator.cache import BaselineCache, ResultCache
+from stark_mcp.evaluator.common.outside_tools import ToolPaths
 from stark_mcp.evaluator.dependencies import changes, dependencies, reevaluated_message, stack_tag
 from stark_mcp.evaluator.errors import EvaluatorError
 from stark_mcp.evaluator.extensions import ExtensionCache
 from stark_mcp.evaluator.gpus import GpuChoice, choose_gpus, parse_gpus, visible_physical
 from stark_mcp.evaluator.integrity import Integrity
-from stark_mcp.evaluator.outside_tools import ToolPaths
 from stark_mcp.evaluator.pool import Slot, SlotPool
 from stark_mcp.evaluator.prepare import warmup_requests
 from stark_mcp.evaluator.priority import in_background

@@ -21,8 +21,8 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+from stark_mcp.evaluator.common.outside_tools import ToolPaths
 from stark_mcp.evaluator.errors import EvaluatorError
-from stark_mcp.evaluator.outside_tools import ToolPaths
 from stark_mcp.evaluator.sandbox.env import scrub_env
 from stark_mcp.evaluator.sandbox.forked import (
     INTERPRETER,

@@ -20,8 +20,8 @@ from pydantic import ValidationError
 from stark_mcp.agents.templates import PromptTemplates
 from stark_mcp.config import Settings
 from stark_mcp.evaluator import BASELINE_NAMES, EvalSettings
+from stark_mcp.evaluator.common.outside_tools import ToolPaths
 from stark_mcp.evaluator.executor import Executor, open_executor
-from stark_mcp.evaluator.outside_tools import ToolPaths
 from stark_mcp.orchestrator.early_start import sandbox_policy
 from stark_mcp.orchestrator.errors import InvalidInput
 from stark_mcp.orchestrator.eval_options import parse_eval_settings

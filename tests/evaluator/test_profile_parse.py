@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from stark_mcp.evaluator import profiles
-from stark_mcp.evaluator.profile_parse import (
+from stark_mcp.evaluator.common.profile_parse import (
     ProfileParseError,
     bound,
     kernels_from_ncu,

@@ -26,7 +26,7 @@ from typing import Any
 
 from stark_mcp.evaluator.common.control import ControlError
 from stark_mcp.evaluator.common.frames import FrameError
-from stark_mcp.evaluator.profile_parse import METRICS, ProfileParseError, parse_ncu_raw
+from stark_mcp.evaluator.common.profile_parse import METRICS, ProfileParseError, parse_ncu_raw
 from stark_mcp.evaluator.trusted.driver import Driver
 from stark_mcp.evaluator.trusted.runners import RunnerDied, RunnerTimeout
 from stark_mcp.evaluator.trusted.session import candidate_setup, load_budget, reported_kernels

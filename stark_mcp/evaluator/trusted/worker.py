@@ -35,7 +35,7 @@ from typing import Any
 import torch
 
 from stark_mcp.evaluator.common import frames
-from stark_mcp.evaluator.outside_tools import TOOLS, ToolPaths
+from stark_mcp.evaluator.common.outside_tools import TOOLS, ToolPaths
 from stark_mcp.evaluator.sandbox import jail_dirs
 from stark_mcp.evaluator.sandbox.cgroups import remove_own, sweep_stale
 from stark_mcp.evaluator.sandbox.env import scrub_env

@@ -22,7 +22,7 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from stark_mcp.evaluator.kernels import base_name
+from stark_mcp.evaluator.common.kernel_names import base_name
 
 STALL_PREFIX = "smsp__average_warp_latency_issue_stalled_"
 STALL_REASONS = (
