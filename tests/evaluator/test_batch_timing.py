@@ -231,3 +231,24 @@ async def test_any_call_of_a_batch_may_be_the_checked_one(evaluator, candidate, 
     result = await evaluate_fixture(evaluator, "relu_sum.py", candidate, settings=settings, use_cache=False)
     assert (result.status, result.reason) == (status, reason), result.message
     assert "timing" in result.message or reason == "channel"
+
+
+def test_hidden_cpu_is_charged_per_call_to_a_batch_sample() -> None:
+    # CPU that processes which ended between two freezes used is spread over the window's calls; a
+    # batch's sample holds its calls' shares, so a batch of 8 beside a single call takes 8 of 9.
+    from stark_mcp.evaluator.sandbox.launch import JailCpu
+    from stark_mcp.evaluator.trusted.session import WINDOW_ALLOWANCE_NS, CpuWindow
+
+    cand = timing.Samples()
+    window = CpuWindow()
+    window.settle(JailCpu(1_000_000_000, {10: 1_000_000_000}), cand)
+    window.calls = 9
+    window.timed.append(len(cand.bracket_ms))
+    window.batched[len(cand.bracket_ms)] = 8
+    cand.add(800_000, 800_000)
+    window.timed.append(len(cand.bracket_ms))
+    cand.add(100_000, 100_000)
+    hidden = 9 * 100_000
+    window.settle(JailCpu(1_000_000_000 + hidden + WINDOW_ALLOWANCE_NS, {10: 1_000_000_000}), cand)
+    assert cand.bracket_ms == pytest.approx([0.8 + 0.8, 0.1 + 0.1])
+    assert window.charged_calls == 9 and window.batched == {}
