@@ -117,6 +117,7 @@ class Runner:
             if self.cuda
             else None
         )
+        self.publish_stream = torch.cuda.Stream() if self.cuda else None  # a batch's outputs, each in turn
 
     # -- calls ---------------------------------------------------------------------------------------
     def _inputs(self, shape: int, slot: int, args: list[Any]) -> list[Any]:
@@ -206,8 +207,16 @@ class Runner:
 
     def call_batch(self, shape: int, slot: int, args: list[Any], count: int) -> tuple[int, dict[str, Any]]:
         """``count`` forwards back to back, the i-th on slot ``slot + i`` with its own arguments,
-        inside ONE pair of clock reads; then every output published into its own set (the i-th
-        forward's into set i). The worker times the batch as a whole and divides by ``count``."""
+        inside ONE pair of clock reads (events), each output published into its own set (the i-th
+        forward's into set i). The worker times the batch as a whole and divides by ``count``.
+
+        On a GPU the i-th output is copied on a stream of the harness's own, ordered right after
+        the i-th forward's work (an event recorded when it returns) and so before any later
+        forward's: a forward must have enqueued its own output's work when it returns, as one
+        forward of its own must. A candidate that defers its calls' work to the batch's last call,
+        to fuse them into one launch (a throughput no single call has), publishes outputs not yet
+        computed and fails its checks. The copies run beside the later forwards, outside the events
+        and inside the bracket, as a single call's publish does."""
         if len(args) != count or not all(isinstance(a, list) for a in args):
             raise ValueError("a batch GO needs one argument list per forward")
         if self.cuda and self.sleep_cycles:
@@ -222,14 +231,18 @@ class Runner:
         outs: list[Any] = []
         if self.cuda:
             start, end = self.events
+            publish = self.publish_stream
+            described = []
             start.record()
-            for inputs, _ in work:
-                outs.append(self.model(*inputs))
+            for inputs, expected in work:
+                out = self.model(*inputs)
+                outs.append(out)
+                returned = torch.cuda.Event()
+                returned.record()
+                publish.wait_event(returned)
+                with torch.cuda.stream(publish):
+                    described.append(describe_and_publish(out, expected, inputs, harness=self.harness))
             end.record()
-            described = [
-                describe_and_publish(out, expected, inputs, harness=self.harness)
-                for out, (inputs, expected) in zip(outs, work, strict=True)
-            ]
             torch.cuda.synchronize()
             reported_ns = int(start.elapsed_time(end) * 1e6)
         else:
