@@ -67,3 +67,44 @@ async def test_gpu_case(gpu_evaluator, case: cases.Case, record_property) -> Non
     assert ok, (
         f"{case.name}: expected {' | '.join(map(str, case.expect))}, got {seen}: {evaluation.message[:400]}"
     )
+
+
+# -- launch-bound shapes are timed in batches; others are not ------------------------------------
+BATCHED = "timed in batches of"
+ROOT = cases.HERE.parents[1]
+KERNELBENCH = next(
+    (p for p in (ROOT.parent / "shared", ROOT.parents[1] / "shared") if (p / "kernelbench").is_dir()),
+    ROOT.parent / "shared",
+) / "kernelbench" / "problems.jsonl"
+MATMUL = (
+    "import torch\nimport torch.nn as nn\n\n\nclass ModelNew(nn.Module):\n"
+    "    def forward(self, a, b):\n        return torch.matmul(a, b)\n"
+)
+
+
+async def _evaluate(gpu_evaluator, problem_spec: str, source: str):
+    problem = load_problem(problem_spec)
+    return await gpu_evaluator.evaluate(problem, source, device="cuda", settings=SETTINGS, use_cache=False)
+
+
+async def test_a_launch_bound_shape_is_timed_in_batches_at_its_honest_speed(gpu_evaluator) -> None:
+    # The honest control of the launch-bound problem: a few microseconds a call, so its timed calls
+    # go in batches (the finding says how many) and it passes near the reference's speed.
+    source = (cases.HERE / "gpu" / "gpu_honest_launch_bound.py").read_text()
+    evaluation = await _evaluate(gpu_evaluator, str(cases.HERE / "problems" / "gpu_relu_add_tiny.py"), source)
+    assert evaluation.status.value == "passed", evaluation.message
+    findings = evaluation.trust.findings if evaluation.trust else []
+    assert any(BATCHED in f for f in findings), findings
+    assert 0.6 < evaluation.speedups["eager"] < 1.6, evaluation.speedups
+
+
+async def test_a_level_1_matmul_is_not_batched(gpu_evaluator, record_property) -> None:
+    # KernelBench level 1, problem 1 (a 4096 x 4096 fp32 matmul: milliseconds) where ../shared has
+    # it, else this suite's own 2048 x 4096 x 2048 matmul (0.6 ms on an H200): every call is a GO of
+    # its own, exactly as before batches existed.
+    spec = f"{KERNELBENCH}:1/1" if KERNELBENCH.exists() else str(cases.HERE / "problems" / "gpu_matmul.py")
+    record_property("problem", spec)
+    evaluation = await _evaluate(gpu_evaluator, spec, MATMUL)
+    assert evaluation.status.value == "passed", evaluation.message
+    findings = evaluation.trust.findings if evaluation.trust else []
+    assert not any(BATCHED in f for f in findings), findings
