@@ -37,18 +37,11 @@ class TimingTolerances(BaseModel):
     forged_gap_overheads: float = Field(ge=0, description="... past this many harness overheads as well")
     min_blocks: int = Field(ge=1, description="timing blocks per runner at least (CPU: measures the drift)")
     bracket_after_inputs: bool = Field(description="the trusted bracket starts after the inputs are written")
-    # Launch-bound shapes are timed in batches of calls under one GO (trusted/timing.py, batch_size).
-    batch_below_ms: float = Field(0.0, ge=0, description="calls faster than this go in batches; 0: never")
-    batch_ms: float = Field(1.0, gt=0, description="a batch holds about this much trusted time")
-    max_batch: int = Field(1, ge=1, le=1024, description="calls per batch at most (the regions hold them)")
-    force_batch: int = Field(
-        0, ge=0, le=1024, description="every shape in batches of this many calls, whatever its speed (tests)"
-    )
 
 
 GPU_TOLERANCES = TimingTolerances(
     abs_slack_ms=0.04, rel_slack=0.05, forged_gap_ms=0.25, forged_gap_overheads=0.0, min_blocks=1,
-    bracket_after_inputs=True, batch_below_ms=0.2, batch_ms=1.0, max_batch=64,
+    bracket_after_inputs=True,
 )  # fmt: skip
 CPU_TOLERANCES = TimingTolerances(
     abs_slack_ms=0.05, rel_slack=0.15, forged_gap_ms=0.25, forged_gap_overheads=1.0, min_blocks=4,

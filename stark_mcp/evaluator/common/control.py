@@ -1,12 +1,11 @@
 """The per-call handshake between the trusted worker and a runner: a shared page plus two doorbells.
 
-The worker writes GO (sequence number, shape, slot, non-tensor arguments, and how many forwards
-the GO asks for: 1, or a batch of ``count`` back to back on consecutive slots, each with its own
-arguments) into its half of a shared memory block; the runner answers DONE (the same sequence
-number, the time it measured, a JSON description of its outputs) in the other half. Each side spins
-on the other's sequence number for a short while (microseconds matter when the trusted clock
-brackets a 50 us kernel), then sleeps on a doorbell pipe. The worker treats everything in the
-runner's half as untrusted bytes: it copies them once and validates them. Standard library only.
+The worker writes GO (sequence number, shape, slot, non-tensor arguments) into its half of a shared
+memory block; the runner answers DONE (the same sequence number, the time it measured, a JSON
+description of its outputs) in the other half. Each side spins on the other's sequence number for
+a short while (microseconds matter when the trusted clock brackets a 50 us kernel), then sleeps on a
+doorbell pipe. The worker treats everything in the runner's half as untrusted bytes: it copies them
+once and validates them. Standard library only.
 """
 
 from __future__ import annotations
@@ -25,11 +24,9 @@ from typing import Any
 SIZE = 1 << 16
 PROFILE = 1 << 31  # set in GO's slot: run this call once under the profiler, untimed and unchecked
 EXIT = 1 << 30  # set in GO's slot: answer DONE and exit (a runner under an outside profiler or sanitizer)
-_GO = struct.Struct("<QIIII")  # seq, shape, slot, args_len, count       at 0
-MAX_BATCH = 1024  # forwards one GO may ask for (a batch: ``count`` calls on slots slot..slot+count-1)
+_GO = struct.Struct("<QIII")  # seq, shape, slot, args_len       at 0
 _GO_ARGS = 64
 _GO_MAX = 4096 - _GO_ARGS
-GO_ARGS_MAX = _GO_MAX
 _DONE = struct.Struct("<QqI")  # seq, reported_ns, meta_len       at 4096
 _DONE_AT = 4096
 _DONE_META = _DONE_AT + 64
@@ -130,16 +127,12 @@ class WorkerSide:
     def __init__(self, block: mmap.mmap) -> None:
         self.block = block
 
-    def go(self, seq: int, shape: int, slot: int, args: list[Any], count: int = 1) -> None:
-        """GO for one forward (``args`` its non-tensor arguments), or with ``count`` > 1 for a batch
-        (``args`` then one list per forward)."""
+    def go(self, seq: int, shape: int, slot: int, args: list[Any]) -> None:
         data = json.dumps(args, separators=(",", ":")).encode()
         if len(data) > _GO_MAX:
             raise ValueError(f"non-tensor arguments take {len(data)} bytes; at most {_GO_MAX} fit")
-        if not 1 <= count <= MAX_BATCH:
-            raise ValueError(f"a GO asks for 1 to {MAX_BATCH} forwards, not {count}")
         self.block[_GO_ARGS : _GO_ARGS + len(data)] = data
-        _GO.pack_into(self.block, 0, seq, shape, slot, len(data), count)
+        _GO.pack_into(self.block, 0, seq, shape, slot, len(data))
 
     def done_seq(self) -> int:
         return struct.unpack_from("<Q", self.block, _DONE_AT)[0]
@@ -170,10 +163,10 @@ class RunnerSide:
     def go_seq(self) -> int:
         return struct.unpack_from("<Q", self.block, 0)[0]
 
-    def go(self) -> tuple[int, int, int, list[Any], int]:
-        seq, shape, slot, length, count = _GO.unpack_from(self.block, 0)
+    def go(self) -> tuple[int, int, int, list[Any]]:
+        seq, shape, slot, length = _GO.unpack_from(self.block, 0)
         args = json.loads(bytes(self.block[_GO_ARGS : _GO_ARGS + length]).decode()) if length else []
-        return seq, shape, slot, args, max(1, count)
+        return seq, shape, slot, args
 
     def done(self, seq: int, reported_ns: int, meta: dict[str, Any]) -> None:
         data = json.dumps(meta, separators=(",", ":"), allow_nan=True).encode()

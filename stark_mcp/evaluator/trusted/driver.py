@@ -3,10 +3,7 @@
 A ``Driver`` owns the shared regions of one runner (inputs in ``slots`` rotating copies, outputs) and
 turns "make a call on shape s" into: generate fresh inputs here, write them into the next slot, flush
 the L2 (trusted: done in this process, after the write), let the runner compute, and optionally
-snapshot its published outputs for a check. ``call_batch`` does the same for a batch of calls under
-one GO (launch-bound timing, ``trusted/timing.py``): each call has its own fresh inputs in its own
-slot and its own output set, and comes back as a ``Made`` of its own, any of which may be checked.
-Standard library and torch only.
+snapshot its published outputs for a check. Standard library and torch only.
 """
 
 from __future__ import annotations
@@ -19,7 +16,7 @@ from typing import Any
 
 import torch
 
-from stark_mcp.evaluator.common.control import EXIT, PROFILE, ControlError
+from stark_mcp.evaluator.common.control import EXIT, PROFILE
 from stark_mcp.evaluator.common.regions import Region
 from stark_mcp.evaluator.trusted.problem import Call, LoadedProblem
 from stark_mcp.evaluator.trusted.runners import CallOutcome, RunnerHandle
@@ -127,8 +124,6 @@ class Made:
     outcome: CallOutcome
     call: Call
     slot: int
-    index: int = 0  # its place in its batch: the output set it published into
-    batch: int = 1  # calls its GO made (the bracket and the report cover all of them)
 
 
 class Driver:
@@ -141,16 +136,11 @@ class Driver:
         tools: DeviceTools,
         slots: int,
         bracket_after_inputs: bool = False,
-        batch_capacity: int = 1,
     ) -> None:
         self.problem, self.runner, self.tools, self.slots = problem, runner, tools, slots
         self.bracket_after_inputs = bracket_after_inputs
-        # Single calls rotate over the first ``slots`` input slots and publish into output set 0, as
-        # they always did; a batch of up to ``batch_capacity`` calls uses one slot and one set each.
-        self.batch_capacity = max(1, batch_capacity)
-        self.input_leaves, in_bytes = problem.input_layout(max(slots, self.batch_capacity))
-        self.output_sets, out_bytes = problem.output_layout(self.batch_capacity)
-        self.output_leaves = [sets[0] for sets in self.output_sets]
+        self.input_leaves, in_bytes = problem.input_layout(slots)
+        self.output_leaves, out_bytes = problem.output_layout()
         self.inputs, self.inputs_fd = Region.create(in_bytes, problem.device)
         self.outputs, self.outputs_fd = Region.create(out_bytes, problem.device)
         self._out_bytes = out_bytes
@@ -159,7 +149,7 @@ class Driver:
         self.received: Region | None = None
         self.next_slot = 0
         self.input_seconds = 0.0  # generating fresh inputs for this runner's calls
-        self._last: list[Call] = []
+        self._last: Call | None = None
 
     def regions(self) -> dict[str, tuple[Region, int]]:
         return {"inputs": (self.inputs, self.inputs_fd), "outputs": (self.outputs, self.outputs_fd)}
@@ -168,7 +158,7 @@ class Driver:
         return [
             {
                 "inputs": {"tree": spec.tree, "slots": self.input_leaves[i]},
-                "outputs": {"leaves": self.output_leaves[i], "sets": self.output_sets[i]},
+                "outputs": {"leaves": self.output_leaves[i]},
             }
             for i, spec in enumerate(self.problem.shapes)
         ]
@@ -176,8 +166,8 @@ class Driver:
     def slot_views(self, shape: int, slot: int) -> list[torch.Tensor]:
         return [self.inputs.view(leaf) for leaf in self.input_leaves[shape][slot]]
 
-    def output_views(self, shape: int, index: int = 0) -> list[torch.Tensor]:
-        return [self.outputs.view(leaf) for leaf in self.output_sets[shape][index]]
+    def output_views(self, shape: int) -> list[torch.Tensor]:
+        return [self.outputs.view(leaf) for leaf in self.output_leaves[shape]]
 
     def call(self, shape: int, timeout: float) -> Made:
         """One call on fresh inputs; RunnerDied, RunnerTimeout and ControlError propagate.
@@ -187,7 +177,7 @@ class Driver:
         self.release_last()
         started = time.monotonic()
         call = self.problem.new_call(shape)
-        self._last = [call]
+        self._last = call
         self.input_seconds += time.monotonic() - started
         slot = self.next_slot
         self.next_slot = (self.next_slot + 1) % self.slots
@@ -201,45 +191,13 @@ class Driver:
         outcome = self.runner.call(shape, slot, call.args, before, timeout, self.bracket_after_inputs)
         return Made(outcome, call, slot)
 
-    def call_batch(self, shape: int, count: int, timeout: float) -> list[Made]:
-        """``count`` calls under one GO: each on fresh inputs from its own secret seed, written into
-        its own slot (0 .. count-1) just before the GO, each publishing into its own output set.
-        The bracket and the report cover the whole batch; every ``Made`` carries them (with
-        ``batch``), and its own call, slot and output description. RunnerDied, RunnerTimeout and
-        ControlError propagate; a DONE whose batch is not one well-formed entry per call is a
-        ControlError (a channel verdict)."""
-        if not 1 < count <= self.batch_capacity:
-            raise ValueError(f"a batch of {count} calls; the regions hold 2 to {self.batch_capacity}")
-        self.release_last()
-        started = time.monotonic()
-        calls = [self.problem.new_call(shape) for _ in range(count)]
-        self._last = calls
-        self.input_seconds += time.monotonic() - started
-
-        def before() -> None:
-            for slot, call in enumerate(calls):
-                for view, tensor in zip(self.slot_views(shape, slot), call.tensors, strict=True):
-                    view.copy_(tensor)
-            self.tools.flush()
-            self.tools.sync()
-
-        args = [call.args for call in calls]
-        outcome = self.runner.call(shape, 0, args, before, timeout, self.bracket_after_inputs, count)
-        metas = batch_metas(outcome.meta, count)
-        bracket, reported, wall = outcome.bracket_ns, outcome.reported_ns, outcome.wall_ns
-        return [
-            Made(CallOutcome(bracket, reported, meta, wall), call, i, i, count)
-            for i, (call, meta) in enumerate(zip(calls, metas, strict=True))
-        ]
-
     def release_last(self) -> None:
-        """Let go of the last call's (or batch's) pristine inputs (once judged, or never judged)."""
-        if self._last:
-            size = sum(t.numel() * t.element_size() for call in self._last for t in call.tensors)
-            for call in self._last:
-                call.tensors = []
-                call.inputs = []
-            self._last = []
+        """Let go of the last call's pristine inputs (once it has been judged, or is never judged)."""
+        if self._last is not None:
+            size = sum(t.numel() * t.element_size() for t in self._last.tensors)
+            self._last.tensors = []
+            self._last.inputs = []
+            self._last = None
             if size >= COLLECT_ALWAYS_BYTES or (
                 size >= COLLECT_BYTES and free_bytes(self.problem.device) < COLLECT_HEADROOM * size
             ):
@@ -290,24 +248,23 @@ class Driver:
             return
         if self.received is None:
             self.received = Region.private(self._out_bytes)
-        leaves = self.output_sets[made.call.shape][made.index]
+        leaves = self.output_leaves[made.call.shape]
         for leaf, address in published_addresses(made.outcome.meta.get("out")):
             if not 0 <= leaf < len(leaves):
                 continue  # validate_tree refuses the description
             if int(leaves[leaf]["nbytes"]):
                 memory.read_into(address, self.received.host_bytes(leaves[leaf]))
 
-    def checked_views(self, shape: int, index: int = 0) -> list[torch.Tensor]:
-        """Where a checked call's outputs (output set ``index``: its place in its batch) are once
-        ``fetch`` is done: our own copy where we read them, else the shared region (which the
-        runner can still write)."""
+    def checked_views(self, shape: int) -> list[torch.Tensor]:
+        """Where a checked call's outputs are once ``fetch`` is done: our own copy where we read
+        them, else the shared region (which the runner can still write)."""
         if self.reads_privately and self.received is not None:
-            return [self.received.view(leaf) for leaf in self.output_sets[shape][index]]
-        return self.output_views(shape, index)
+            return [self.received.view(leaf) for leaf in self.output_leaves[shape]]
+        return self.output_views(shape)
 
-    def snapshot(self, shape: int, index: int = 0) -> list[torch.Tensor]:
+    def snapshot(self, shape: int) -> list[torch.Tensor]:
         """A private copy of the published outputs, taken once the call is over."""
-        return [v.clone() for v in self.checked_views(shape, index)]
+        return [v.clone() for v in self.checked_views(shape)]
 
     def mutated_inputs(self, made: Made) -> list[int]:
         """Input tensor leaves the runner changed (compared with the pristine private copy)."""
@@ -329,7 +286,7 @@ class Driver:
     def close(self) -> None:
         """The runner, then the regions' memory and descriptors (each once)."""
         self.runner.close()
-        self._last = []
+        self._last = None
         self.inputs.close()
         self.outputs.close()
         if self.received is not None:
@@ -340,20 +297,6 @@ class Driver:
             except OSError:
                 pass
         self.inputs_fd = self.outputs_fd = -1
-
-
-def batch_metas(meta: dict[str, Any], count: int) -> list[dict[str, Any]]:
-    """Each call's answer out of a batch's DONE (untrusted): a failed batch's answer stands for
-    every call of it (the session judges its status as for one call); a passing one must hold one
-    ``{"out", "flags"}`` entry per call, each then judged like a single call's DONE."""
-    if meta.get("ok") is not True:
-        return [meta] * count
-    entries = meta.get("batch")
-    whole = isinstance(entries, list) and len(entries) == count
-    if not (whole and all(isinstance(e, dict) for e in entries)):
-        raise ControlError(f"a batch of {count} calls answered without one entry per call: {str(meta)[:200]}")
-    extra = {"jit": meta["jit"]} if "jit" in meta else {}
-    return [{"ok": True, "out": e.get("out"), "flags": e.get("flags"), **extra} for e in entries]
 
 
 def published_addresses(tree: Any, limit: int = 4096) -> list[tuple[int, Any]]:

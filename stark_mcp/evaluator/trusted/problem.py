@@ -347,16 +347,11 @@ class LoadedProblem:
             end = max(end, offset)
         return per_shape, end
 
-    def output_layout(self, sets: int = 1) -> tuple[list[list[list[dict[str, Any]]]], int]:
-        """Per shape, ``sets`` output sets (a batch's calls publish one each; single calls set 0),
-        each the leaves of its output tensors; all shapes share one region."""
+    def output_layout(self) -> tuple[list[list[dict[str, Any]]], int]:
         per_shape, end = [], 0
         for spec in self.shapes:
-            shape_sets, offset = [], 0
-            for _ in range(max(1, sets)):
-                leaves, offset = layout_for(spec.outputs, offset)
-                shape_sets.append(leaves)
-            per_shape.append(shape_sets)
+            leaves, offset = layout_for(spec.outputs)
+            per_shape.append(leaves)
             end = max(end, offset)
         return per_shape, end
 

@@ -318,10 +318,7 @@ class RunnerHandle:
         before: Callable[[], None],
         timeout: float,
         bracket_after_inputs: bool = False,
-        count: int = 1,
     ) -> CallOutcome:
-        """One GO: one forward, or with ``count`` > 1 a batch of forwards on consecutive slots (the
-        bracket and the report then cover all of them)."""
         assert self.side is not None and self.jail is not None
         self.seq += 1
         t0 = time.perf_counter_ns()
@@ -335,16 +332,14 @@ class RunnerHandle:
             # background thread finishes after DONE is not free (an honest runner idles at ~0 CPU).
             now = self.jail.cpu_ns()
             cpu0 = self._cpu_mark if self._cpu_mark is not None else now
-        self.side.go(self.seq, shape, slot, args, count)
+        self.side.go(self.seq, shape, slot, args)
         control.ring(self.go_bell)
         try:
             control.wait_for(
                 self.side.done_seq,
                 self.seq,
                 self.done_bell,
-                # A batch takes ``count`` calls' time: the spin covers it as it covers one call, so
-                # no doorbell wake-up falls inside its bracket either.
-                spin_s=self.spin_s * count,
+                spin_s=self.spin_s,
                 timeout=timeout,
                 alive=self.alive,
             )

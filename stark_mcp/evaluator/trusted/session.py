@@ -6,22 +6,18 @@ Order of events:
   2. ``trials`` calls per shape, every one on fresh inputs and every output checked (correctness);
   3. per shape, warm-up calls, then blocks of baseline calls (candidate frozen) and candidate calls,
      until the timing budget is spent; a secret random subset of candidate calls is checked, and at
-     least ``min_timed_checks`` of them at random positions (timing); a launch-bound shape's timed
-     calls go in batches, several under one GO (``timing.batch_size``), each call of a batch on its
-     own fresh inputs and as likely to be checked as any other;
+     least ``min_timed_checks`` of them at random positions (timing);
   4. the figure of record per shape: the candidate's reported times, bounded by our bracket minus
-     the overhead calibrated on the baseline (``timing.py``), per batch, then per call.
+     the overhead calibrated on the baseline (``timing.py``).
 Every call the candidate sees looks the same: fresh inputs in a rotating slot, the same GO, the same
 DONE; whether it is checked is decided after it answers. Standard library and torch only.
 """
 
 from __future__ import annotations
 
-import json
 import math
 import random
 import secrets
-import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -30,7 +26,7 @@ from typing import Any
 import torch
 
 from stark_mcp.evaluator.common import frames
-from stark_mcp.evaluator.common.control import GO_ARGS_MAX, ControlError
+from stark_mcp.evaluator.common.control import ControlError
 from stark_mcp.evaluator.sandbox.launch import JailCpu
 from stark_mcp.evaluator.trusted import compare, timing
 from stark_mcp.evaluator.trusted.driver import DeviceTools, Driver, Made, give_back_cached
@@ -102,7 +98,6 @@ class CpuWindow:
     start: JailCpu | None = None
     calls: int = 0
     timed: list[int] = field(default_factory=list)  # indices of the window's timed samples
-    batched: dict[int, int] = field(default_factory=dict)  # calls in a timed sample of a batch (else 1)
     hidden_ns: int = 0  # charged in this shape's timing loop, for the finding
     charged_calls: int = 0
 
@@ -113,11 +108,11 @@ class CpuWindow:
             excess = frozen.ended_since(self.start) - WINDOW_ALLOWANCE_NS
             if excess > 0 and self.timed:
                 per_call_ms = excess / self.calls / 1e6
-                for i in self.timed:  # a batch's sample holds its calls' shares
-                    cand.bracket_ms[i] += per_call_ms * self.batched.get(i, 1)
+                for i in self.timed:
+                    cand.bracket_ms[i] += per_call_ms
                 self.hidden_ns += excess
-                self.charged_calls += sum(self.batched.get(i, 1) for i in self.timed)
-        self.start, self.calls, self.timed, self.batched = frozen, 0, [], {}
+                self.charged_calls += len(self.timed)
+        self.start, self.calls, self.timed = frozen, 0, []
 
 
 class Session:
@@ -230,12 +225,7 @@ class Session:
         started = time.monotonic()
         self.tools.calibrate()  # the idle probe, measured now: clocks and load as they are for this run
         self.driver = Driver(
-            self.problem,
-            runner,
-            self.tools,
-            int(job["slots"]),
-            bool(self.s["bracket_after_inputs"]),
-            batch_capacity=int(job.get("batch_capacity", 1)),
+            self.problem, runner, self.tools, int(job["slots"]), bool(self.s["bracket_after_inputs"])
         )
         setup = candidate_setup(self.problem, self.driver, job, self.s)
         budget = load_budget(self.s, job)
@@ -297,48 +287,6 @@ class Session:
         except ProblemFailure:
             raise
 
-    def _call_batch(self, shape: int, budget: Budget, k: int) -> list[Made]:
-        """``k`` timed calls: one GO as always for 1, else a batch under one GO (``Driver.call_batch``),
-        with the same verdicts as ``_call`` for a runner that times out, dies or answers badly."""
-        assert self.driver is not None
-        if k == 1:
-            return [self._call(self.driver, shape, budget)]
-        try:
-            batch = self.driver.call_batch(shape, k, budget.left())
-            self.window.calls += k
-            return batch
-        except RunnerTimeout:
-            raise Stop(
-                "timeout",
-                budget.phase,
-                f"the {budget.phase} phase ran past its {budget.seconds:g} s "
-                "budget; the candidate's processes were killed",
-            ) from None
-        except RunnerDied as died:
-            raise Stop(
-                "runtime_error",
-                "signal" if "killed" in died.how else "no_result",
-                f"the candidate process {died.how} during the {budget.phase} phase",
-            ) from None
-        except ControlError as exc:
-            raise Stop("runtime_error", "channel", f"invalid DONE from the candidate: {exc}") from None
-
-    def _judge_batch(self, batch: list[Made], forced: set[int], index: int) -> int:
-        """Judge every call of a batch (``index``: the first one's place among the shape's timed
-        calls), each checked or not as a single call would be, decided now, after its DONE; the
-        checked ones' outputs are read as for a single call. The batch's pristine inputs are let go
-        once all are judged. Returns how many were checked."""
-        assert self.driver is not None
-        checked = 0
-        try:
-            for i, made in enumerate(batch):
-                check = self._checked(forced, index + i)
-                self._judge_call(made, check, "timing")
-                checked += int(check)
-        finally:
-            self.driver.release_last()
-        return checked
-
     def _judge(self, made: Made, checked: bool, phase: str) -> None:
         """Validate a call's answer; with ``checked``, compare its outputs with the reference. Its
         pristine inputs are let go as soon as it is judged (gigabytes, for large problems)."""
@@ -376,24 +324,22 @@ class Session:
                 # Outputs of gigabytes in the shared region are compared where they lie, the runner
                 # frozen meanwhile, rather than copied: a private copy of a 6 GB output is what the
                 # 80 GB GPU did not have room for.
-                self._judge_published(
-                    made, True, phase, spec, self.driver.checked_views(made.call.shape, made.index)
-                )
+                self._judge_published(made, True, phase, spec, self.driver.checked_views(made.call.shape))
                 return
             published = (
-                self._timed("compare", self._snapshot_now(made.call.shape, made.index))
+                self._timed("compare", self._snapshot_now(made.call.shape))
                 if shared
-                else self.driver.checked_views(made.call.shape, made.index)  # ours alone: nothing changes it
+                else self.driver.checked_views(made.call.shape)  # ours alone: nothing can change it
             )
         self._judge_published(made, True, phase, spec, published)
 
-    def _snapshot_now(self, shape: int, index: int = 0) -> Callable[[], list[torch.Tensor]]:
-        """Our copy of the shared outputs (set ``index``), finished (a GPU copy is queued: it must be
-        done before the runner is thawed, or a thread of it could change what we copy)."""
+    def _snapshot_now(self, shape: int) -> Callable[[], list[torch.Tensor]]:
+        """Our copy of the shared outputs, finished (a GPU copy is queued: it must be done before the
+        runner is thawed, or a thread of it could change what we copy)."""
 
         def take() -> list[torch.Tensor]:
             assert self.driver is not None
-            copy = self.driver.snapshot(shape, index)
+            copy = self.driver.snapshot(shape)
             self.tools.sync()
             return copy
 
@@ -539,15 +485,14 @@ class Session:
     def _time_shape(self, shape: int, budget: Budget) -> dict[str, Any]:
         assert self.driver is not None
         s = self.s
+        cand, base = timing.Samples(), timing.Samples()
         # Warm-up, at least 3 calls and warmup_s, judged like every other call; longer while the
         # candidate's calls still compile or autotune Triton kernels (up to JIT_WARMUP_CALLS more).
         started, warm, jit_before = time.monotonic(), 0, None
-        warm_ms: list[float] = []  # the warm-up calls' brackets
         while True:
             made = self._call(self.driver, shape, budget)
             self._judge(made, self._checked(set(), -1), "timing")
             warm += 1
-            warm_ms.append(made.outcome.bracket_ns / 1e6)
             jit_now = jit_count(made)
             compiling = jit_now is not None and jit_before is not None and jit_now != jit_before
             jit_before = jit_now
@@ -557,106 +502,39 @@ class Session:
             if not (compiling and warm < 3 + JIT_WARMUP_CALLS):
                 break
         per_call_s = max(made.outcome.bracket_ns / 1e9, 1e-6)
-        settle = timing.Samples()
-        for _ in range(3):  # the baseline runner is warm; three calls settle its clocks
-            settled = self.baseline.call(shape, budget.left())
-            settle.add(settled.outcome.reported_ns, settled.outcome.bracket_ns)
-        capacity = self._batch_capacity(made)
-        k = self._batch_from_warmup(warm_ms, settle, capacity)
-        cand, base, jit_after = self._timing_pass(shape, budget, k, per_call_s, jit_before)
-        if not int(s.get("force_batch", 0) or 0) > 1:
-            again = timing.rebatch(
-                k,
-                external_per_call(cand, base, k),
-                float(s.get("batch_below_ms", 0.0)),
-                float(s.get("batch_ms", 1.0)),
-                capacity,
-            )
-            if again != k:  # the timed calls were faster than the warm-up's: timed again, batched
-                k = again
-                cand, base, jit_after = self._timing_pass(shape, budget, k, per_call_s, jit_after)
-        self._note_hidden(shape)
-        return self._figure(shape, cand, base, k)
-
-    def _batch_capacity(self, made: Made) -> int:
-        """Calls one batch of this shape may hold: what both runners' regions hold, and what fits a
-        GO's non-tensor arguments (one list per call; twice the last call's size, as they vary)."""
-        assert self.driver is not None
-        capacity = min(self.driver.batch_capacity, self.baseline.batch_capacity)
-        if made.call.args and capacity > 1:
-            one = len(json.dumps(made.call.args, separators=(",", ":"))) + 1
-            capacity = min(capacity, (GO_ARGS_MAX - 2) // (2 * one))
-        return max(1, capacity)
-
-    def _batch_from_warmup(self, warm_ms: list[float], settle: timing.Samples, capacity: int) -> int:
-        """Calls per GO for the timed calls: from trusted numbers only, the warm-up calls' brackets
-        less the harness share the baseline's settling calls show (``timing.batch_size``). A
-        candidate that makes its warm-up slow keeps its batches small only until the timed calls
-        show it (``timing.rebatch``)."""
-        s = self.s
-        force = int(s.get("force_batch", 0) or 0)
-        if force > 1:
-            return min(force, capacity)
-        over = timing.overhead(settle)
-        if capacity <= 1 or over is None:
-            return 1
-        per_call_ms = max(statistics.median(warm_ms[-5:]) - over.median_ms, 0.0)
-        return timing.batch_size(
-            per_call_ms, float(s.get("batch_below_ms", 0.0)), float(s.get("batch_ms", 1.0)), capacity
-        )
-
-    def _timing_pass(
-        self, shape: int, budget: Budget, k: int, per_call_s: float, jit_before: int | None
-    ) -> tuple[timing.Samples, timing.Samples, int | None]:
-        """Blocks of baseline and candidate calls, ``k`` calls to a GO (one sample per GO), until the
-        per-call budgets are spent; then the checks topped up and a last baseline block. Returns the
-        two runners' samples and the candidate's last JIT count."""
-        assert self.driver is not None
-        s = self.s
-        cand, base = timing.Samples(), timing.Samples()
         expected = int(min(max(3, float(s["max_time_s"]) / per_call_s), int(s["min_calls"])))
-        if k > 1:
-            expected = max(expected, 3 * k)  # forced checks spread over the first batches
-            self.baseline.call_batch(shape, k, budget.left())  # the batch path, settled untimed
-            self.baseline.release_last()
         forced = set(self.rng.sample(range(expected), min(int(s["min_timed_checks"]), expected)))
-        block = timing.block_size(per_call_s * k, max(1, expected // k), int(s["min_blocks"]))
+        block = timing.block_size(per_call_s, expected, int(s["min_blocks"]))
+        for _ in range(3):  # the baseline runner is warm; three calls settle its clocks
+            self.baseline.call(shape, budget.left())
         self.window = CpuWindow()  # what ran before the timing loop is not counted
         spent = 0.0  # trusted seconds of the candidate's timed calls: GPU wall, or CPU time on the CPU
-        index = 0  # timed calls so far (a batch counts its calls)
-        made: Made | None = None
+        index = 0
         while True:
-            self._baseline_block(shape, block, base, budget, cand, k)
+            self._baseline_block(shape, block, base, budget, cand)
             cand.start_block()
             for _ in range(block):
-                batch = self._call_batch(shape, budget, k)
-                checked = self._judge_batch(batch, forced, index)
-                made = batch[-1]
+                made = self._call(self.driver, shape, budget)
+                checked = self._checked(forced, index)
+                self._judge(made, checked, "timing")
                 self.window.timed.append(len(cand.bracket_ms))
-                if k > 1:
-                    self.window.batched[len(cand.bracket_ms)] = k
                 cand.add(made.outcome.reported_ns, made.outcome.bracket_ns)
                 spent += made.outcome.bracket_ns / 1e9
-                self.timed += k
-                self.timed_checked += checked
-                index += k
-            n = index
-            # A batch is one sample: at least three, however few calls the budgets ask for.
-            sampled = k == 1 or len(cand.reported_ms) >= 3
-            if sampled and (
-                n >= int(s["max_calls"]) or (n >= int(s["min_calls"]) and spent >= float(s["min_time_s"]))
-            ):
+                self.timed += 1
+                self.timed_checked += int(checked)
+                index += 1
+            n = len(cand.reported_ms)
+            if n >= int(s["max_calls"]) or (n >= int(s["min_calls"]) and spent >= float(s["min_time_s"])):
                 break
-            if n >= 3 and sampled and spent >= float(s["max_time_s"]):
+            if n >= 3 and spent >= float(s["max_time_s"]):
                 break
-        assert made is not None
-        jit_after = jit_count(made)
-        self._note_jit(shape, jit_before, jit_after)
+        self._note_jit(shape, jit_before, jit_count(made))
         while self.timed_checked < min(int(s["min_timed_checks"]), index):  # slow kernels: top up the checks
             self._judge(self._call(self.driver, shape, budget), True, "timing")
             self.timed_checked += 1
-        self._baseline_block(shape, block, base, budget, cand, k)
-        return cand, base, jit_after
+        self._baseline_block(shape, block, base, budget, cand)
+        self._note_hidden(shape)
+        return self._figure(shape, cand, base)
 
     def _note_hidden(self, shape: int) -> None:
         hidden, calls = self.window.hidden_ns, self.window.charged_calls  # this shape's window
@@ -693,7 +571,6 @@ class Session:
         samples: timing.Samples,
         budget: Budget,
         cand: timing.Samples | None = None,
-        k: int = 1,
     ) -> None:
         """Baseline calls with the candidate frozen; on a GPU, first make sure it left nothing running.
         On the CPU, the candidate's jail is settled first: CPU time its calls' clocks did not see
@@ -716,13 +593,9 @@ class Session:
                     )
                 raise DeviceBusy("the GPU is busy with work from another process")
             samples.start_block()
-            for _ in range(calls):  # GOs: of ``k`` calls each, as the candidate's
+            for _ in range(calls):
                 try:
-                    made = (
-                        self.baseline.call(shape, budget.left())
-                        if k == 1
-                        else self.baseline.call_batch(shape, k, budget.left())[0]
-                    )
+                    made = self.baseline.call(shape, budget.left())
                 except (RunnerDied, RunnerTimeout, ControlError) as exc:
                     raise InfraError(f"the baseline runner failed: {exc}") from None
                 if made.outcome.meta.get("ok") is not True:
@@ -733,11 +606,9 @@ class Session:
             if runner.alive():
                 runner.thaw()
 
-    def _figure(self, shape: int, cand: timing.Samples, base: timing.Samples, k: int = 1) -> dict[str, Any]:
-        """The figure of record, bounded per GO (a batch of ``k`` calls is one sample: the slack's
-        floor then bounds ``k`` calls' work), then given per call."""
+    def _figure(self, shape: int, cand: timing.Samples, base: timing.Samples) -> dict[str, Any]:
         s = self.s
-        batch_fig = timing.bounded(
+        fig = timing.bounded(
             cand,
             timing.overhead(base),
             float(s["abs_slack_ms"]),
@@ -745,15 +616,8 @@ class Session:
             float(s["forged_gap_ms"]),
             believe_report=shape not in self.hidden_shapes,
             forged_gap_overheads=float(s["forged_gap_overheads"]),
-            batch=k,
         )
-        fig = timing.per_call(batch_fig, k)
         label = self.problem.shapes[shape].label
-        if k > 1:
-            fig.findings.append(
-                f"launch-bound: timed in batches of {k} calls under one GO (one report and one trusted "
-                "bracket per batch, each call on fresh inputs and as likely to be checked); figures per call"
-            )
         self.findings += [f"{label}: {f}" if len(self.problem.shapes) > 1 else f for f in fig.findings]
         if fig.forged:
             raise Stop(
@@ -767,12 +631,11 @@ class Session:
         return {
             "label": label,
             "samples_ms": fig.samples_ms,
-            "baseline_ms": [v / k for v in base.reported_ms],
+            "baseline_ms": list(base.reported_ms),
             "reported_ms": fig.reported_ms,
             "external_ms": fig.external_ms,
             "overhead_ms": fig.overhead_ms,
             "source": fig.source,
-            "batch": k,  # calls per sample (per GO); every figure above is per call
             # every call's pair of numbers, for tools/ that study the bound (the parent ignores them)
             "raw": {
                 "candidate": [cand.reported_ms, cand.bracket_ms],
@@ -795,7 +658,6 @@ def candidate_setup(
         "module_path": f"{job['job']}/candidate.py",
         "init_path": f"{job['job']}/init.pt",
         "shapes": driver.shapes_setup(),
-        "rotate": driver.slots,
         "timing": {"sleep_cycles": 0 if profiling else int(s["sleep_cycles"]), "spin_s": float(s["spin_s"])},
         "threads": int(s["cpu_threads"]),
         "poison": True,
@@ -841,15 +703,6 @@ def reported_kernels(answer: dict[str, Any]) -> tuple[list[list[Any]] | None, li
     shown = answer.get("launches")
     launches = [x for x in shown[:64] if isinstance(x, dict)] if isinstance(shown, list) else None
     return kernels, launches
-
-
-def external_per_call(cand: timing.Samples, base: timing.Samples, k: int) -> float:
-    """The trusted figure per call of a timing pass in batches of ``k``: the candidate's bracket
-    median less the baseline's calibrated harness share, per call (infinite without a baseline)."""
-    over = timing.overhead(base)
-    if over is None or not cand.bracket_ms:
-        return math.inf
-    return max(statistics.median(cand.bracket_ms) - over.median_ms, 0.0) / k
 
 
 def jit_count(made: Made) -> int | None:

@@ -19,15 +19,6 @@ in blocks, the two runners in turn, and a machine's speed drifts from block to b
 2x within 40 ms), so the error is also estimated from the spread of the baseline's block medians
 (batch means), which sees that drift where the per-call spread does not; the larger one counts, up
 to a cap: no spread however wide lets a report land more than ``NOISE_SLACK_CAP`` below the figure.
-
-Launch-bound shapes are timed in batches. The absolute floor of the slack exists because two
-runners' harness shares differ by tens of microseconds per call (on a GPU), and a single bracket
-cannot resolve less; but on a shape whose calls take a few microseconds that floor is larger than
-the figure itself, so a report of zero was believed (an infinite speedup). A batch runs ``k`` calls
-under one GO, with one report and one bracket around all of them: the harness's share and its noise
-are paid once per batch, so the bound, computed on batch figures exactly as on single calls, holds
-``k`` times more work against the same floor, and every figure is then divided by ``k``
-(``per_call``). ``batch_size`` is the rule for ``k``; ``rebatch`` the check after timing.
 """
 
 from __future__ import annotations
@@ -137,7 +128,6 @@ def bounded(
     forged_gap_ms: float = 0.0,
     believe_report: bool = True,
     forged_gap_overheads: float = 0.0,
-    batch: int = 1,
 ) -> Figure:
     """The figure of record. ``forged_gap_ms``: how far below the trusted figure a report must also
     land to be called forgery (the harness's honest differences, which the GPU has more of), and at
@@ -145,8 +135,7 @@ def bounded(
     runners' harness shares can differ by a good part of it; a gap wider than the whole share is no
     harness difference).
     ``believe_report=False``: the trusted clock caught work the candidate's clocks cannot have seen
-    (CPU time of processes that ended between calls), so its report gets no slack at all.
-    ``batch``: calls per sample (the finding speaks per call; ``per_call`` converts the figure)."""
+    (CPU time of processes that ended between calls), so its report gets no slack at all."""
     reported = statistics.median(candidate.reported_ms) if candidate.reported_ms else None
     if over is None or not candidate.bracket_ms or reported is None:
         return Figure(
@@ -166,62 +155,11 @@ def bounded(
             list(candidate.reported_ms), reported, external, over.median_ms, "reported", [], False, slack
         )
     finding = (
-        f"timing_mismatch: the candidate's process reported {reported / batch:.4g} ms per call, the trusted "
-        f"clock saw {external / batch:.4g} ms (slack {slack / batch:.3g} ms"
-        + (f", timed in batches of {batch} calls" if batch > 1 else "")
-        + "); the trusted figure is used"
+        f"timing_mismatch: the candidate's process reported {reported:.4g} ms per call, the trusted clock "
+        f"saw {external:.4g} ms (slack {slack:.3g} ms); the trusted figure is used"
     )
     # Past the slack the report has lost the benefit of the doubt: the figure is the trusted clock's
     # alone. So a report can gain at most the slack (by landing just inside it), never more.
     floor = max(forged_gap_ms, forged_gap_overheads * over.median_ms)
     forged = reported < FORGED_RATIO * external and external - reported > floor
     return Figure(external_samples, reported, external, over.median_ms, "external", [finding], forged, slack)
-
-
-def batch_size(per_call_ms: float, below_ms: float, batch_ms: float, capacity: int) -> int:
-    """Calls per GO for a shape whose calls take ``per_call_ms`` of trusted time (its bracket less
-    the harness share the baseline's calls calibrated). 1, as always, unless the shape is
-    launch-bound: its calls take less than ``below_ms``, where the slack's absolute floor is a
-    large share of the figure (the GPU's: under 0.2 ms the 0.04 ms floor is over 20% of it, so a
-    shaved report could claim over 1.25x). Then enough calls that a batch holds ``batch_ms`` of
-    trusted time (there the 5% share of the figure, not the floor, bounds what a report can shave),
-    at least 2 and at most ``capacity`` (what the runners' regions hold)."""
-    if capacity <= 1 or below_ms <= 0 or per_call_ms >= below_ms:
-        return 1
-    return max(2, min(capacity, math.ceil(batch_ms / max(per_call_ms, 1e-6))))
-
-
-def rebatch(k: int, per_call_ms: float, below_ms: float, batch_ms: float, capacity: int) -> int:
-    """After a timing pass in batches of ``k`` whose calls took ``per_call_ms`` of trusted time: the
-    batch size to time the shape again with, or ``k`` when the pass stands. ``k`` came from the
-    warm-up, which the candidate's calls could have made slow on purpose to keep ``k`` small, then
-    be fast while timed. So a pass whose calls turn out launch-bound unbatched (``k`` 1), or whose
-    batches held less than half the trusted time planned, is timed again at ``capacity``: from
-    numbers of the timed calls themselves, and at the largest batch, so slowing down again gains
-    nothing (a slow pass is its own, slow, figure)."""
-    if capacity <= k or below_ms <= 0:
-        return k
-    if k == 1:
-        return capacity if per_call_ms < below_ms else 1
-    return capacity if k * per_call_ms < batch_ms / 2 else k
-
-
-def per_call(fig: Figure, k: int) -> Figure:
-    """A figure computed on batches of ``k`` calls (reports, brackets, the overhead and the slack all
-    per batch) as figures per call."""
-    if k == 1:
-        return fig
-
-    def each(value: float | None) -> float | None:
-        return None if value is None else value / k
-
-    return Figure(
-        [v / k for v in fig.samples_ms],
-        each(fig.reported_ms),
-        each(fig.external_ms),
-        each(fig.overhead_ms),
-        fig.source,
-        list(fig.findings),
-        fig.forged,
-        each(fig.slack_ms),
-    )

@@ -23,7 +23,6 @@ Standard library and torch only.
 from __future__ import annotations
 
 import ctypes
-import json
 import os
 import shutil
 import sys
@@ -35,7 +34,7 @@ from typing import Any
 
 import torch
 
-from stark_mcp.evaluator.common import control, frames
+from stark_mcp.evaluator.common import frames
 from stark_mcp.evaluator.common.outside_tools import TOOLS, ToolPaths
 from stark_mcp.evaluator.sandbox import jail_dirs
 from stark_mcp.evaluator.sandbox.cgroups import remove_own, sweep_stale
@@ -73,13 +72,6 @@ MEMORY_SHARE = 0.9  # a problem needing more of the device's memory than this is
 # when their problem is next used): each holds its models and, on a GPU, a CUDA context of its own.
 OPEN_REFERENCES = 4
 INIT_LIMIT = 1 << 30  # the init file a reference jail saves: its file size limit (JailSpec.max_file_bytes)
-# The room one runner's regions give batches of calls (launch-bound timing: trusted/timing.py): a
-# batch of k calls needs k input slots and k output sets, made when the runner is set up, before
-# anyone knows whether a shape is launch-bound. Launch-bound calls move little memory, so this
-# bounds only what a batch of larger calls would hold: at most this many bytes, and this share of
-# the device's memory.
-BATCH_MEMORY_BYTES = 512 << 20
-BATCH_MEMORY_SHARE = 0.01
 
 
 def _prctl_subreaper_and_deathsig() -> None:
@@ -192,7 +184,6 @@ class Worker:
         self.spares: list[Spare] = []
         self.spares_wanted: dict[str, Any] | None = None  # the settings of the next spares, once idle
         self._zygote = zygote  # set only in a worker the zygote forked (SandboxPolicy.fork)
-        self._load_settings: dict[str, Any] = {}
 
     def send(self, frame: dict[str, Any]) -> None:
         frames.send(self.out_fd, frame)
@@ -253,7 +244,6 @@ class Worker:
         shutil.copyfile(cmd["path"], os.path.join(job_dir, "problem.py"))
         os.chmod(job_dir, 0o755)
         settings = _session_settings(dict(cmd.get("settings") or {}), self.cuda)
-        self._load_settings = settings  # for the size check: the batches its runners' regions hold
         early = self._start_early(job_dir, settings)
         self._suspend_references(OPEN_REFERENCES - 1)
         reference_dir = tempfile.mkdtemp(prefix="reference-", dir=self.workdir)
@@ -389,16 +379,13 @@ class Worker:
         outputs = max([s.output_bytes for s in problem.shapes] + [0])
         params = problem.param_bytes
         slots = self._slots_for(inputs)
-        batch = self._batch_capacity(problem, self._load_settings) if problem.shapes else 1
         # The reference jail's inputs, outputs and weights, and here the pristine inputs, the
         # reference's copied outputs and the exchange region between the two (the larger of them).
-        # Batches (launch-bound timing): each runner's regions hold ``batch`` input slots and output
-        # sets, and a batch's inputs are held here and in the jail until it is judged.
         need = (
-            2 * (max(slots, batch) * inputs + batch * outputs)
+            2 * (slots * inputs + outputs)
             + 2 * (outputs + params)
-            + (batch * inputs + outputs + params)
-            + (batch * inputs + outputs + max(inputs, outputs))
+            + (inputs + outputs + params)
+            + (inputs + outputs + max(inputs, outputs))
             + 3 * drawn_ahead_bytes(inputs)  # small inputs drawn a few calls ahead (jail, exchange, here)
         )
         # The twin's weights, inputs and outputs in the jail, its outputs in the exchange and here.
@@ -429,9 +416,6 @@ class Worker:
     def _slots_for(self, inputs: int) -> int:
         return input_slots(inputs, self._total_bytes())
 
-    def _batch_capacity(self, problem: LoadedProblem, settings: dict[str, Any]) -> int:
-        return batch_capacity(problem, settings, self._total_bytes())
-
     def baseline_driver(
         self,
         state: ProblemState,
@@ -446,9 +430,7 @@ class Worker:
             spec = self.jail_spec("baseline", settings)
             spec.mounts = [mount]
             runner.start(spec, self.info, zygote=self.zygote())
-        # The eager runner times beside candidates, in their batches; compile baselines call singly.
-        batch = self._batch_capacity(state.problem, settings) if compile_mode is None else 1
-        driver = Driver(state.problem, runner, self.tools, self._slots(state.problem), batch_capacity=batch)
+        driver = Driver(state.problem, runner, self.tools, self._slots(state.problem))
         inside = inside_path(self.info.level, mount)
         setup = {
             "mode": "reference",
@@ -456,7 +438,6 @@ class Worker:
             "module_path": f"{inside}/problem.py",
             "init_path": f"{inside}/init.pt",
             "shapes": driver.shapes_setup(),
-            "rotate": driver.slots,
             "compile": compile_mode,
             "timing": {
                 "sleep_cycles": int(_session_settings(settings, self.cuda)["sleep_cycles"]),
@@ -545,10 +526,6 @@ class Worker:
 
     def eager(self, state: ProblemState, settings: dict[str, Any]) -> Driver:
         self._make_room(state)
-        batch = self._batch_capacity(state.problem, settings)
-        if state.baseline is not None and state.baseline.batch_capacity != batch:
-            state.baseline.close()  # its regions were made for other batches
-            state.baseline = None
         if state.baseline is None or not state.baseline.runner.alive():
             if state.baseline is not None:
                 state.baseline.close()
@@ -702,7 +679,6 @@ class Worker:
         """Give a started runner its files (the candidate, or the problem for ``reference``, the
         constructor arguments, the candidate's build) and say where it sees them."""
         job = dict(cmd.get("job") or {})
-        settings = _session_settings(dict(cmd.get("settings") or {}), self.cuda)
         if cmd.get("reference"):
             shutil.copyfile(os.path.join(state.job_dir, "problem.py"), os.path.join(spare.job, "problem.py"))
         else:
@@ -721,7 +697,6 @@ class Worker:
         return {
             "job": "/tmp/job" if sandbox else spare.job,
             "slots": self._slots(state.problem),
-            "batch_capacity": 1 if cmd.get("reference") else self._batch_capacity(state.problem, settings),
             "deferred": bool(job.get("deferred")),
             "env": {
                 "TORCH_EXTENSIONS_DIR": inside_build,
@@ -926,24 +901,6 @@ class Worker:
             remove_own(self.info.cgroup)
 
 
-def batch_capacity(problem: LoadedProblem, settings: dict[str, Any], total: int) -> int:
-    """Calls a batch may hold on ``problem`` (the input slots and output sets of each runner's
-    regions): what the settings allow (``max_batch``, or ``force_batch``), within the memory budget
-    (``BATCH_MEMORY_BYTES``, ``BATCH_MEMORY_SHARE``) and within what one DONE can describe (every
-    call's output description travels in it: ``control.DONE_MAX``, with a margin of two)."""
-    want = max(int(settings.get("max_batch", 1)), int(settings.get("force_batch", 0)))
-    if want <= 1 or not problem.shapes:
-        return 1
-    per_call = max(s.input_bytes + s.output_bytes for s in problem.shapes)
-    budget = min(BATCH_MEMORY_BYTES, int(BATCH_MEMORY_SHARE * total)) if total else BATCH_MEMORY_BYTES
-    by_memory = budget // max(per_call, 1)
-    described = max(
-        200 + 2 * len(json.dumps(s.output_tree)) + 200 * len(s.outputs) for s in problem.shapes
-    )
-    by_done = control.DONE_MAX // (2 * described)
-    return max(1, min(want, by_memory, by_done))
-
-
 def input_slots(inputs: int, total: int) -> int:
     """Two rotating input slots per runner, one when a call's ``inputs`` are large next to the
     device's ``total`` memory (gigabytes on a GPU)."""
@@ -1007,14 +964,6 @@ def _session_settings(settings: dict[str, Any], cuda: bool) -> dict[str, Any]:
     # before every baseline block rejects. CPU: the window is CPU time the runner would have to spend.
     # CPU: at least this many timing blocks per runner, so the drift between blocks is measured
     # (timing.MIN_BATCHES). GPU: blocks stay as long as 20 ms allows; each adds an idle probe.
-    # Batches (timing.batch_size): on a GPU, shapes whose calls take under 0.2 ms of trusted time
-    # (where the 0.04 ms floor is over a fifth of the figure) are timed in batches of up to 64 calls
-    # holding about 1 ms, so the floor bounds a batch, not a call. On the CPU calls stay single by
-    # default (``force_batch`` exercises the same path in tests): every problem of the CPU suites is
-    # under that threshold, so batching there would change every CPU figure and verdict, on 2-core
-    # VMs whose per-call harness share (0.1-0.7 ms of CPU) is itself what the CPU floor and share
-    # were measured against; a shaved report there is bounded by max(0.05 ms, 15%) as before (a
-    # known limit, docs/evaluator.md), until batches are measured on those machines.
     tolerances = settings.get("gpu_timing" if cuda else "cpu_timing")
     if isinstance(tolerances, dict):
         s.update(tolerances)

@@ -58,8 +58,6 @@ class Runner:
         self.ready: dict[tuple[int, int], Any] = {}  # (shape, slot): views not yet handed out
         self.ready_shape = -1
         self.takes_args: dict[int, bool] = {}
-        self.rotate = int(setup.get("rotate") or 2)  # input slots single calls rotate over
-        self.last_count = 1  # forwards the last GO asked for
         self.output_forms: dict[int, list[OutputForm]] = {}
         self.last: Any = None
         self.inputs_region: Region | None = None
@@ -117,7 +115,6 @@ class Runner:
             if self.cuda
             else None
         )
-        self.publish_stream = torch.cuda.Stream() if self.cuda else None  # a batch's outputs, each in turn
 
     # -- calls ---------------------------------------------------------------------------------------
     def _inputs(self, shape: int, slot: int, args: list[Any]) -> list[Any]:
@@ -137,13 +134,11 @@ class Runner:
 
         return list(build(spec["tree"]))
 
-    def _outputs(self, shape: int, index: int = 0) -> list[torch.Tensor] | list[OutputForm]:
-        """Where each output leaf goes: views of the output region (set ``index``: the batch's
-        ``index``-th forward), or, when the worker reads the outputs from this process's memory,
-        only their shapes and dtypes (made once per shape)."""
+    def _outputs(self, shape: int) -> list[torch.Tensor] | list[OutputForm]:
+        """Where each output leaf goes: views of the output region, or, when the worker reads the
+        outputs from this process's memory, only their shapes and dtypes (made once per shape)."""
         assert self.outputs_region is not None
-        outputs = self.shapes[shape]["outputs"]
-        leaves = outputs["sets"][index] if index else outputs["leaves"]
+        leaves = self.shapes[shape]["outputs"]["leaves"]
         if not self.by_address:
             return [self.outputs_region.view(leaf) for leaf in leaves]
         if shape not in self.output_forms:
@@ -165,9 +160,7 @@ class Runner:
             self.takes_args[shape] = any_arg(self.shapes[shape]["inputs"]["tree"])
         if self.takes_args[shape]:
             return
-        # The slots the next GO may use: the rotating ones of single calls, or the last batch's.
-        slots = len(self.shapes[shape]["inputs"]["slots"])
-        for slot in range(min(slots, max(self.rotate, self.last_count))):
+        for slot in range(len(self.shapes[shape]["inputs"]["slots"])):
             if (shape, slot) not in self.ready:
                 self.ready[(shape, slot)] = (self._inputs(shape, slot, []), self._outputs(shape))
 
@@ -203,62 +196,6 @@ class Runner:
         meta = {"ok": True, "out": tree, "flags": flags}
         if self.jit.installed:
             meta["jit"] = self.jit.count  # compilations and autotuning runs so far
-        return reported_ns, meta
-
-    def call_batch(self, shape: int, slot: int, args: list[Any], count: int) -> tuple[int, dict[str, Any]]:
-        """``count`` forwards back to back, the i-th on slot ``slot + i`` with its own arguments,
-        inside ONE pair of clock reads (events), each output published into its own set (the i-th
-        forward's into set i). The worker times the batch as a whole and divides by ``count``.
-
-        On a GPU the i-th output is copied on a stream of the harness's own, ordered right after
-        the i-th forward's work (an event recorded when it returns) and so before any later
-        forward's: a forward must have enqueued its own output's work when it returns, as one
-        forward of its own must. A candidate that defers its calls' work to the batch's last call,
-        to fuse them into one launch (a throughput no single call has), publishes outputs not yet
-        computed and fails its checks. The copies run beside the later forwards, outside the events
-        and inside the bracket, as a single call's publish does."""
-        if len(args) != count or not all(isinstance(a, list) for a in args):
-            raise ValueError("a batch GO needs one argument list per forward")
-        if self.cuda and self.sleep_cycles:
-            # As for one call, but long enough to cover the launches of every forward of the batch.
-            torch.cuda._sleep(self.sleep_cycles * count)
-        work = []
-        for i in range(count):
-            ready = self.ready.pop((shape, slot + i), None)
-            inputs = ready[0] if ready is not None else self._inputs(shape, slot + i, args[i])
-            work.append((inputs, self._outputs(shape, i)))
-        keep: list[torch.Tensor] | None = [] if self.by_address else None
-        outs: list[Any] = []
-        if self.cuda:
-            start, end = self.events
-            publish = self.publish_stream
-            described = []
-            start.record()
-            for inputs, expected in work:
-                out = self.model(*inputs)
-                outs.append(out)
-                returned = torch.cuda.Event()
-                returned.record()
-                publish.wait_event(returned)
-                with torch.cuda.stream(publish):
-                    described.append(describe_and_publish(out, expected, inputs, harness=self.harness))
-            end.record()
-            torch.cuda.synchronize()
-            reported_ns = int(start.elapsed_time(end) * 1e6)
-        else:
-            t0 = time.process_time_ns()
-            self.last = None
-            for inputs, _ in work:
-                outs.append(self.model(*inputs))
-            reported_ns = time.process_time_ns() - t0
-            described = [
-                describe_and_publish(out, expected, inputs, keep, self.harness)
-                for out, (inputs, expected) in zip(outs, work, strict=True)
-            ]
-        self.last = (outs, work, keep)
-        meta: dict[str, Any] = {"ok": True, "batch": [{"out": t, "flags": f} for t, f in described]}
-        if self.jit.installed:
-            meta["jit"] = self.jit.count
         return reported_ns, meta
 
     def profile(self, shape: int, slot: int, args: list[Any]) -> dict[str, Any]:
@@ -304,7 +241,7 @@ class Runner:
         seq, tampered = 0, []
         while True:
             control.wait_for(self.side.go_seq, seq + 1, self.go_bell, spin_s=self.spin_s, timeout=1e9)
-            seq, shape, slot, args, count = self.side.go()
+            seq, shape, slot, args = self.side.go()
             if slot & control.EXIT:
                 self.side.done(seq, 0, {"ok": True})
                 control.ring(self.done_bell)
@@ -319,11 +256,7 @@ class Runner:
                 control.ring(self.done_bell)
                 continue
             try:
-                self.last_count = count
-                if count > 1:
-                    reported_ns, meta = self.call_batch(shape, slot, args, count)
-                else:
-                    reported_ns, meta = self.call(shape, slot, args)
+                reported_ns, meta = self.call(shape, slot, args)
                 if tampered:  # found after the previous call: reported now
                     meta = {
                         "ok": False,
