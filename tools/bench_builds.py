@@ -259,7 +259,7 @@ async def pipeline_builds(root: Path, timeout: float) -> dict[str, dict[str, Any
 
     out: dict[str, dict[str, Any]] = {}
     async with Evaluator(root / "pipeline-cache") as ev:
-        info = await ev._device("cuda")
+        info = await ev.device_info("cuda")
         isolation = await ev.isolation()
         for label, cand in CANDIDATES.items():
             rows: dict[str, Any] = {}

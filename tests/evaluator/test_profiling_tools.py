@@ -153,16 +153,16 @@ async def _profile_on_cpu(cache_dir: Path, settings: EvalSettings, reference: bo
     source = fixture_text("torch_ok.py")
     tools = ToolPaths(ncu=ncu)
     async with Evaluator(cache_dir, settings, tool_paths=tools, toolchain_dir=shared_toolchain()) as ev:
-        info = await ev._device("cpu")
+        info = await ev.device_info("cpu")
 
         async def quiet(_message: str) -> None:
             return None
 
         await ev.check_problem(problem, device="cpu")
         if reference:
-            return await ev._profile_job(problem, None, info, settings, None)
-        staged = await ev._stage(source, source_hash(source), info, settings, False, quiet, {})
-        return await ev._profile_job(problem, source, info, settings, staged.job)
+            return await ev.profiles.profile_job(problem, None, info, settings, None)
+        staged = await ev.staging.stage(source, source_hash(source), info, settings, False, quiet, {})
+        return await ev.profiles.profile_job(problem, source, info, settings, staged.job)
 
 
 @pytest.mark.anyio

@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from stark_mcp.evaluator import Evaluator, EvaluatorError
+from stark_mcp.evaluator.parent_evaluation import ParentEvaluation
 from stark_mcp.problems import ProblemError, load_problem
 from stark_mcp.records import Status
 from tests.evaluator.conftest import FAST, FIXTURES, fixture_text
@@ -41,13 +42,13 @@ async def test_second_evaluation_comes_from_the_cache(cache_dir) -> None:
 
 async def test_identical_concurrent_requests_share_one_evaluation(cache_dir, monkeypatch) -> None:
     calls = []
-    original = Evaluator._device_evaluation
+    original = ParentEvaluation._device_evaluation
 
     async def counting(self, *args, **kwargs):
         calls.append(1)
         return await original(self, *args, **kwargs)
 
-    monkeypatch.setattr(Evaluator, "_device_evaluation", counting)
+    monkeypatch.setattr(ParentEvaluation, "_device_evaluation", counting)
     settings = FAST.model_copy(update={"trials": 2})
     async with Evaluator(cache_dir, settings, toolchain_dir=shared_toolchain()) as ev:
         results = await asyncio.gather(

@@ -74,13 +74,13 @@ async def test_a_passing_evaluation_states_its_floor_and_the_peaks_are_measured_
     # A second evaluator on the same cache asks no worker to calibrate or count again.
     asked: list[str] = []
     async with Evaluator(tmp_path, FAST, toolchain_dir=shared_toolchain()) as ev:
-        original = ev._command
+        original = ev.devices.command
 
         async def spy(info, problem, settings, frame, *args, **kwargs):
             asked.append(str(frame.get("cmd")))
             return await original(info, problem, settings, frame, *args, **kwargs)
 
-        ev._command = spy  # type: ignore[method-assign]
+        ev.devices.command = spy  # type: ignore[method-assign]
         again = await ev.evaluate(problem, fixture_text("torch_ok.py"), device="cpu", use_cache=False)
     assert asked == ["evaluate"]
     assert again.sol is not None and again.sol.peaks == sol.peaks
@@ -96,7 +96,7 @@ async def test_a_time_below_the_output_write_floor_is_rejected_whatever_else_pas
         ev.sol.peaks_cache.store(
             Peaks(device_name=info.name, kind="cpu", bandwidth_bytes_per_s=1e6, fp32_flops_per_s=1e9,
                   cache_bytes=0, method="seeded by the test"),
-            peaks_version(info.torch_version, stack_tag(await ev._dependencies(problem, info, FAST))),
+            peaks_version(info.torch_version, stack_tag(await ev.devices.dependencies(problem, info, FAST))),
         )
         evaluation = await ev.evaluate(problem, fixture_text("torch_ok.py"), device="cpu")
     assert evaluation.status is Status.REJECTED

@@ -1,0 +1,175 @@
+"""The parent's profiles and sanitizer runs, for ``Evaluator`` (``service.py``).
+
+After a GPU verdict: Nsight Compute's profile of a candidate that passed, compute-sanitizer's first
+report on one that failed with a memory error; neither ever changes the verdict or a time. And a
+profile on demand (``Evaluator.profile``), of a candidate or of the problem's reference.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from stark_mcp.evaluator import assemble, profiles
+from stark_mcp.evaluator.common.outside_tools import ToolPaths
+from stark_mcp.evaluator.errors import EvaluatorError
+from stark_mcp.evaluator.parent_devices import ParentDevices
+from stark_mcp.evaluator.parent_staging import ParentStaging
+from stark_mcp.evaluator.probe import DeviceInfo
+from stark_mcp.evaluator.sanitizer_report import first_report, is_memory_error
+from stark_mcp.evaluator.settings import EvalSettings
+from stark_mcp.evaluator.static_checks import check_candidate
+from stark_mcp.problems import Problem, source_hash
+from stark_mcp.progress import Progress
+from stark_mcp.records import Evaluation, ProfileReport, Status
+
+
+class ParentProfiles:
+    """Profiles and sanitizer runs through the devices' workers."""
+
+    def __init__(
+        self, devices: ParentDevices, staging: ParentStaging, tool_paths: ToolPaths, settings: EvalSettings
+    ) -> None:
+        self.devices = devices
+        self.staging = staging
+        self.tool_paths = tool_paths  # Nsight Compute and compute-sanitizer
+        self.settings = settings
+
+    async def after_verdict(
+        self,
+        problem: Problem,
+        source: str,
+        info: DeviceInfo,
+        s: EvalSettings,
+        note: Callable[[str], Awaitable[None]],
+        job: dict[str, Any],
+        result: assemble.WorkerResult,
+        evaluation: Evaluation,
+    ) -> dict[str, Any]:
+        """What the profile or the sanitizer adds to a GPU evaluation (an update of its fields)."""
+        phases = dict(evaluation.phase_seconds)
+        if evaluation.passed and s.profile:
+            await note("profile")
+            t0 = time.monotonic()
+            label = result.shapes[0].label if result.shapes else ""
+            listed = result.launches or result.kernels
+            report = await self.profile_job(problem, source, info, s, job, listed, label)
+            phases["profile"] = round(time.monotonic() - t0, 3)
+            return {"profile": report, "phase_seconds": phases}
+        text = evaluation.message + "\n" + evaluation.logs.get("candidate", "")
+        failed = evaluation.status in (Status.RUNTIME_ERROR, Status.LOAD_ERROR)
+        failed_on_memory = failed and is_memory_error(text)
+        if s.sanitize and failed_on_memory:
+            await note("sanitizer")
+            t0 = time.monotonic()
+            found = await self._sanitize_job(problem, info, s, job)
+            phases["sanitizer"] = round(time.monotonic() - t0, 3)
+            return {"phase_seconds": phases, "logs": {"compute-sanitizer": found}}
+        return {}
+
+    async def profile_job(
+        self,
+        problem: Problem,
+        source: str | None,
+        info: DeviceInfo,
+        s: EvalSettings,
+        job: dict[str, Any] | None,
+        listed: list[Any] | None = None,
+        label: str = "",
+    ) -> ProfileReport:
+        """Nsight Compute's profile through the worker. With ``listed`` (the evaluation's own torch
+        profile) the worker runs no fallback of its own: that list is the fallback."""
+        started = time.monotonic()
+        # Every worker of a host finds the same tools; any that has started says which.
+        hellos = [slot.handle.hello for slot in self.devices.pool(info).live if slot.handle.hello]
+        tools = (hellos[0].get("tools") if hellos else None) or {}
+        if listed is not None and not tools.get("ncu"):
+            report = profiles.from_kernels(listed, self.tool_paths.missing("ncu"), label)
+            return profiles.mark_own(report, source)
+        frame: dict[str, Any] = {
+            "cmd": "profile",
+            "key": problem.hash,
+            "settings": s.worker_dict(),
+            "fallback": listed is None,
+        }
+        frame.update({"reference": True} if job is None else {"job": job})
+        try:
+            deferred = s.build_timeout_s if job and job.get("deferred") else 0.0
+            answer = await self.devices.command(
+                info, problem, s, frame, {"profile"}, 2 * (s.profile_timeout_s + deferred) + 120
+            )
+        except EvaluatorError as exc:
+            answer = {"source": "none", "reason": f"the profiling worker failed: {exc}", "shape": label}
+        seconds = time.monotonic() - started
+        report = profiles.from_answer(answer, source, s.profile_max_kernels, seconds)
+        if report.source == "none" and listed is not None:
+            fallback = profiles.from_kernels(listed, report.reason, report.shape or label, seconds)
+            report = profiles.mark_own(fallback, source)
+        return report
+
+    async def _sanitize_job(
+        self, problem: Problem, info: DeviceInfo, s: EvalSettings, job: dict[str, Any]
+    ) -> str:
+        """compute-sanitizer's first report on a candidate that failed with a memory error, or why
+        there is none (the debug agent reads it as a log)."""
+        frame = {"cmd": "sanitize", "key": problem.hash, "settings": s.worker_dict(), "job": job}
+        try:
+            deferred = s.build_timeout_s if job.get("deferred") else 0.0
+            answer = await self.devices.command(
+                info, problem, s, frame, {"sanitized"}, s.sanitize_timeout_s + deferred + 120
+            )
+        except EvaluatorError as exc:
+            return f"compute-sanitizer could not run: {exc}"[:2000]
+        found = first_report(str(answer.get("report", "")))
+        if found:
+            return found
+        reason = str(answer.get("reason") or "")
+        return (
+            "compute-sanitizer memcheck reported no error"
+            + (f" ({reason})" if reason else "")
+            + ": the fault may depend on timing or on memory torch's caching allocator owns"
+        )[:2000]
+
+    async def profile(
+        self,
+        problem: Problem,
+        source: str | None,
+        device: str = "auto",
+        settings: EvalSettings | None = None,
+        progress: Progress | None = None,
+    ) -> ProfileReport:
+        """A profile of ``source`` (None: the problem's reference ``Model``) on demand: Nsight
+        Compute's counters per kernel, else the torch profiler's kernel list. Never raises for the
+        candidate or the machine: a CPU device, a candidate that does not build, a missing tool all
+        give a report that says so. Raises ``ProblemError`` for a problem that does not load."""
+        s = settings or self.settings
+        info = await self.devices.device(device)
+        if info.kind != "cuda":
+            return profiles.unavailable(f"profiling needs a GPU; this device is the {info.kind}")
+        started = time.monotonic()
+
+        async def note(message: str) -> None:
+            if progress is not None:
+                await progress(0.0 if message == "build" else 1.0, 2.0, message)
+
+        job: dict[str, Any] | None = None
+        if source is not None:
+            static = check_candidate(source)
+            if static.status is not None:
+                return profiles.unavailable(f"the candidate cannot be profiled: {static.message}")
+            staged = await self.staging.stage(
+                source, source_hash(source), info, s, static.needs_build, note, {}
+            )
+            if staged.failure is not None:
+                return profiles.unavailable(
+                    f"the candidate does not build: {staged.failure.message[:1500]}",
+                    time.monotonic() - started,
+                )
+            job = staged.job
+        await note("profile")
+        report = await self.profile_job(problem, source, info, s, job)
+        report = report.model_copy(update={"seconds": round(time.monotonic() - started, 3)})
+        if progress is not None:
+            await progress(2.0, 2.0, f"profile: {report.source}")
+        return report
