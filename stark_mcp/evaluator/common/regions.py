@@ -50,6 +50,18 @@ def layout_for(
     return leaves, offset
 
 
+def layout_groups(
+    groups: list[list[tuple[list[int], torch.dtype]]], start: int = 0
+) -> tuple[list[list[dict[str, Any]]], int]:
+    """Several groups of tensors (calls' inputs, slots) packed one after another from ``start``:
+    each group's leaves, and the end offset. Both sides of a region compute its layout with this."""
+    packed, end = [], start
+    for specs in groups:
+        leaves, end = layout_for(specs, end)
+        packed.append(leaves)
+    return packed, end
+
+
 class Region:
     """A shared allocation: ``.flat`` is a uint8 tensor over all of it, on the CPU or a GPU."""
 

@@ -33,7 +33,7 @@ from typing import Any
 import torch
 
 from stark_mcp.evaluator.common import frames
-from stark_mcp.evaluator.common.regions import Region, layout_for
+from stark_mcp.evaluator.common.regions import Region, layout_groups
 from stark_mcp.evaluator.common.shapes import output_tree, specs_of
 from stark_mcp.evaluator.reference import sol_count
 from stark_mcp.evaluator.reference.problem_code import ProblemCode, ProblemCodeFailure, describe
@@ -178,10 +178,7 @@ class ReferenceServer:
         region = self.region
         if region is None:
             raise RuntimeError("no exchange region")
-        packed, end = [], 0
-        for tensors in groups:
-            leaves, end = layout_for(specs_of(tensors), end)
-            packed.append(leaves)
+        packed, end = layout_groups([specs_of(tensors) for tensors in groups])
         if end > region.size:
             raise ProblemCodeFailure(
                 step,

@@ -22,7 +22,7 @@ from typing import Any
 
 import torch
 
-from stark_mcp.evaluator.common.regions import Region, layout_for
+from stark_mcp.evaluator.common.regions import Region, layout_for, layout_groups
 from stark_mcp.evaluator.common.shapes import ShapeSpec, specs_from_wire
 from stark_mcp.evaluator.trusted.reference_jail import ReferenceGone, ReferenceJail
 
@@ -204,9 +204,7 @@ class LoadedProblem:
         need = 0
         for spec in self.shapes:
             outputs = spec.outputs + (spec.outputs64 or [] if self.fp64 else [])
-            inputs = 0
-            for _ in range(calls_per_request(spec.input_bytes)):
-                inputs = layout_for(spec.tensors, inputs)[1]
+            inputs = layout_groups([spec.tensors] * calls_per_request(spec.input_bytes))[1]
             need = max(need, inputs, layout_for(outputs)[1])
         return need
 
@@ -339,10 +337,7 @@ class LoadedProblem:
         """Per shape, per slot, the leaves of its input tensors; all shapes share one region."""
         per_shape, end = [], 0
         for spec in self.shapes:
-            slot_leaves, offset = [], 0
-            for _ in range(slots):
-                leaves, offset = layout_for(spec.tensors, offset)
-                slot_leaves.append(leaves)
+            slot_leaves, offset = layout_groups([spec.tensors] * slots)
             per_shape.append(slot_leaves)
             end = max(end, offset)
         return per_shape, end
