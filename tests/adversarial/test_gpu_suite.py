@@ -5,6 +5,9 @@ report as junit properties."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import time
 
 import pytest
@@ -67,3 +70,33 @@ async def test_gpu_case(gpu_evaluator, case: cases.Case, record_property) -> Non
     assert ok, (
         f"{case.name}: expected {' | '.join(map(str, case.expect))}, got {seen}: {evaluation.message[:400]}"
     )
+
+
+async def test_a_launch_bound_honest_report_agrees_with_the_trusted_clock_on_a_loaded_cpu(
+    gpu_evaluator, record_property
+) -> None:
+    # The honest launch-bound control while every core spins (as when builds, or another
+    # evaluator, run beside a timing): the trusted bracket then holds scheduling delays the
+    # candidate's events do not, and an honest report must still not read as forged or mismatched.
+    problem = load_problem(str(cases.HERE / "problems" / "gpu_relu_add_tiny.py"))
+    source = (cases.HERE / "gpu" / "gpu_honest_launch_bound.py").read_text()
+    spin = "import time\nt = time.monotonic() + 600\nwhile time.monotonic() < t:\n    pass\n"
+    hogs = [subprocess.Popen([sys.executable, "-c", spin]) for _ in range(os.cpu_count() or 2)]
+    try:
+        evaluation = await gpu_evaluator.evaluate(
+            problem, source, device="cuda", settings=SETTINGS, use_cache=False
+        )
+    finally:
+        for hog in hogs:
+            hog.kill()
+            hog.wait()
+    findings = evaluation.trust.findings if evaluation.trust else []
+    mismatch = [f for f in findings if "timing_mismatch" in f]
+    record_property("expected", "passed, no timing_mismatch")
+    record_property(
+        "got",
+        f"{evaluation.status.value} {evaluation.speedups.get('eager', 0):.2f}x; "
+        + ("; ".join(f[:200] for f in mismatch) if mismatch else "report within the trusted slack"),
+    )
+    assert evaluation.status.value == "passed", evaluation.message
+    assert "timing_mismatch" not in evaluation.flags, mismatch
