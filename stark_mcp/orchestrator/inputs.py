@@ -6,6 +6,7 @@ problem argument through here, so a bad input fails the same way everywhere.
 
 from __future__ import annotations
 
+from stark_mcp.device import Device
 from stark_mcp.evaluator.candidate import Candidate
 from stark_mcp.orchestrator.errors import InvalidInput
 from stark_mcp.orchestrator.roots import AllowedRoots
@@ -42,7 +43,7 @@ def check_candidate_source(source: str | Candidate) -> None:
 
 
 # The languages a run on each kind of device may use, the first being the default.
-DEVICE_LANGUAGES = {"cpu": ("cpp",), "cuda": ("cuda", "triton")}
+DEVICE_LANGUAGES = {Device.CPU: ("cpp",), Device.CUDA: ("cuda", "triton")}
 # What a run of each language accepts: a CUDA extension may carry C++ host code of its own.
 ACCEPTED = {"cuda": {"cuda", "cpp"}, "triton": {"triton"}, "cpp": {"cpp"}}
 _NAMES = {"cuda": "CUDA C++", "triton": "Triton", "cpp": "C++"}
