@@ -18,10 +18,9 @@ from typing import Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 
+from stark_mcp.device import Device, DeviceField
 from stark_mcp.errors import StarkError
 
-Device = Literal["auto", "cpu", "cuda"]
-DEVICES: tuple[str, ...] = get_args(Device)
 Isolation = Literal["auto", "sandbox", "uid", "process"]
 Executor = Literal["local", "ray"]
 EXECUTORS: tuple[str, ...] = get_args(Executor)
@@ -77,7 +76,9 @@ class Settings(BaseModel):
         description="precompiled headers and include profiles, made by stark-mcp itself and shareable "
         "between caches; default <cache>/toolchain",
     )
-    device: Device = Field("auto", description="device for new runs and evaluations unless one is given")
+    device: DeviceField = Field(
+        Device.AUTO, description="device for new runs and evaluations unless one is given"
+    )
     log_level: LogLevel = Field("WARNING", description="logging level of the CLI and the server (stderr)")
     llm: str = Field("anthropic", description="LLM backend: anthropic or scripted:<file>")
     model: str | None = Field(None, description="model for every role (default llm.DEFAULT_MODEL)")

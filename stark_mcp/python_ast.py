@@ -26,3 +26,12 @@ def parse(source: str, filename: str = "<unknown>", mode: str = "exec") -> Any:
             if _MISMATCH not in str(exc) or attempt == _TRIES - 1:
                 raise
     raise AssertionError("unreachable")
+
+
+def parse_or_error(source: str, filename: str = "<unknown>") -> ast.Module | SyntaxError:
+    """The module, or the ``SyntaxError`` saying why ``source`` is none: kept, so that everything
+    read from one source (its static checks, its kernels) shares one parse."""
+    try:
+        return parse(source, filename=filename)
+    except SyntaxError as exc:
+        return exc

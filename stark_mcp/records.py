@@ -348,7 +348,7 @@ class RunRecord(BaseModel):
     id: str = Field(description='short, typeable, unique, e.g. "r-7kq2mz"')
     name: str
     problem: Problem
-    device: str = Field(description='"cpu" | "cuda" | "auto" as requested')
+    device: str = Field(description="cpu or cuda: the device the run was created on (auto resolved)")
     strategy: str = "stark"
     policy: dict[str, Any] = Field(description="the tree PolicyConfig as a dict")
     budget: int = Field(description="attempts allowed, the root not counted")

@@ -14,6 +14,7 @@ from pydantic import BaseModel, Field
 
 from stark_mcp.bench.errors import BenchError
 from stark_mcp.bench.selection import select_problems
+from stark_mcp.device import Device
 from stark_mcp.evaluator import BASELINE_NAMES, EvalSettings
 from stark_mcp.orchestrator.strategies import ABLATIONS, get_strategy
 from stark_mcp.problems import Problem
@@ -21,7 +22,6 @@ from stark_mcp.problems.sets import load_problem_set, problem_key
 from stark_mcp.records import LANGUAGES
 
 DEFAULT_STRATEGIES = ("stark", "sampling", "reflexion", "search_only", "ma_only")
-DEVICES = ("auto", "cpu", "cuda")
 # Recorded in each run's config; the agents do not act on it yet (docs/bench.md).
 MAX_BUDGET = 10_000
 
@@ -114,8 +114,7 @@ def plan_bench(spec: BenchSpec) -> BenchPlan:
         raise BenchError(
             f"--pairs-at-once must be 0 (one per evaluation worker) or more, got {spec.pairs_at_once}"
         )
-    if spec.device not in DEVICES:
-        raise BenchError(f"--device must be one of {', '.join(DEVICES)}, not {spec.device!r}")
+    Device.parse(spec.device, what="--device", error=BenchError)
     if spec.language is not None and spec.language not in LANGUAGES:
         raise BenchError(f"--language must be one of {', '.join(LANGUAGES)}, not {spec.language!r}")
     if "eager" not in spec.eval_settings.baselines:

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 from stark_mcp.cli.context import EXECUTOR_HELP, GPUS_HELP, RAY_ADDRESS_HELP, scaled, settings_of
+from stark_mcp.device import DEVICE_NAMES
 from stark_mcp.errors import StarkError
 
 if TYPE_CHECKING:
@@ -167,7 +168,7 @@ def bench(
         "--backend",
         help="anthropic or scripted:FILE (replies consumed in order; one with a pair key by that pair only)",
     ),
-    device: str = typer.Option("auto", "--device", help="auto, cuda or cpu"),
+    device: str = typer.Option("auto", "--device", help=DEVICE_NAMES),
     parallel: int = typer.Option(
         0, "--parallel", help="expansions in flight within each run (default 0: one per evaluation worker)"
     ),

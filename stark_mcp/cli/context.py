@@ -9,12 +9,13 @@ from typing import IO, TYPE_CHECKING, Any
 
 import typer
 
+from stark_mcp.device import DEVICE_NAMES, Device, InvalidDevice
 from stark_mcp.errors import StarkError
 
 if TYPE_CHECKING:
     from stark_mcp.config import Settings
 
-DEVICE_HELP = "auto, cpu or cuda (default: STARK_DEVICE, else auto)"
+DEVICE_HELP = f"{DEVICE_NAMES} (default: STARK_DEVICE, else auto)"
 GPUS_HELP = "GPUs to evaluate on: all or indices like 0,1, all of one model (default: STARK_GPUS, else all)"
 EXECUTOR_HELP = "local (this host's GPUs) or ray (a Ray cluster) (default: STARK_EXECUTOR, else local)"
 RAY_ADDRESS_HELP = (
@@ -63,13 +64,14 @@ def user_errors() -> Iterator[None]:
         raise fail(f"{where}: {error['msg']}" if where else error["msg"]) from None
 
 
-def check_device(value: str | None) -> str | None:
-    """The ``--device`` option, checked against the one list of devices."""
-    from stark_mcp.config import DEVICES
-
-    if value is not None and value not in DEVICES:
-        raise fail(f"--device must be {', '.join(DEVICES[:-1])} or {DEVICES[-1]}, not {value!r}")
-    return value
+def check_device(value: str | None) -> Device | None:
+    """The ``--device`` option as a ``Device`` (None: not given)."""
+    if value is None:
+        return None
+    try:
+        return Device.parse(value, what="--device")
+    except InvalidDevice as exc:
+        raise fail(str(exc)) from None
 
 
 def is_terminal(stream: IO[Any]) -> bool:

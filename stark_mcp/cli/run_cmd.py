@@ -24,6 +24,7 @@ from stark_mcp.cli.context import (
     user_errors,
 )
 from stark_mcp.cli.display import PhaseDisplay, print_summary
+from stark_mcp.device import Device
 
 if TYPE_CHECKING:
     from stark_mcp.config import Settings
@@ -64,7 +65,7 @@ class RunRequest:
     problem: str | None
     budget: int | None
     strategy: str | None
-    device: str
+    device: Device
     parallel: int
     resume: str | None
     out: Path | None
@@ -162,7 +163,7 @@ def run_command(
 
         chosen_device = device or settings.device
         with user_errors():  # the device check needs the device resolved: 'auto' waits for create_run
-            check_language(language, chosen_device if chosen_device != "auto" else "cuda")
+            check_language(language, Device.CUDA if chosen_device is Device.AUTO else chosen_device)
     stored: dict[str, Any] = {}
     if resume is not None:
         with user_errors():

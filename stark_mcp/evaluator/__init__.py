@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 _EXPORTS = {
+    "Candidate": "stark_mcp.evaluator.candidate",
     "Evaluator": "stark_mcp.evaluator.service",
     "EvaluatorError": "stark_mcp.evaluator.errors",
     "EvalSettings": "stark_mcp.evaluator.settings",

@@ -12,8 +12,9 @@ from typing import Any
 
 from pydantic import BaseModel, Field, ValidationError
 
+from stark_mcp.evaluator.candidate import Candidate
 from stark_mcp.evaluator.errors import EvaluatorError
-from stark_mcp.evaluator.kernels import own_kernel_share
+from stark_mcp.evaluator.kernels import kernel_share
 from stark_mcp.evaluator.stats import timing_stats
 from stark_mcp.records import CorrectnessReport, Evaluation, ShapeResult, Status, TimingStats, TrustReport
 
@@ -96,7 +97,7 @@ def evaluation(
     device: str,
     extra_baselines: dict[str, dict[str, TimingStats]],
     base: dict[str, Any],
-    source: str = "",
+    source: str | Candidate = "",
     min_share: float = 0.0,
 ) -> Evaluation:
     """``extra_baselines``: name -> shape label -> stats, from the validated baseline cache."""
@@ -120,7 +121,7 @@ def evaluation(
         for name in sorted(names):
             baselines_agg[name] = aggregate([s.baselines[name] for s in shapes])
             speedups[name] = geomean([s.speedups[name] for s in shapes])
-    share = own_kernel_share(result.kernels, source) if result.kernels else None
+    share = kernel_share(result.kernels, Candidate.of(source).own_kernels) if result.kernels else None
     flags = list(result.flags)
     if share is not None and share < min_share:
         flags.append("low_own_kernel_share")

@@ -11,6 +11,7 @@ imports torch or initializes CUDA.
 
 from __future__ import annotations
 
+import ast
 import functools
 import hashlib
 import json
@@ -69,7 +70,7 @@ def verdict_settings(settings: EvalSettings) -> dict[str, object]:
     return {k: v for k, v in settings.model_dump(mode="json").items() if k not in ADVISORY_FIELDS}
 
 
-def user_files_of(roots: Iterable[str], texts: Iterable[str]) -> dict[str, str]:
+def user_files_of(roots: Iterable[str], texts: Iterable[str | ast.Module]) -> dict[str, str]:
     return user_files(roots, texts)
 
 
@@ -78,7 +79,7 @@ def dependencies(
     isolation: str,
     settings: EvalSettings,
     roots: Iterable[str] = (),
-    texts: Iterable[str] = (),
+    texts: Iterable[str | ast.Module] = (),
 ) -> Dependencies:
     """The record for an evaluation of ``texts`` (the problem's and the candidate's) on ``info``.
     Reads files: call it off the event loop."""

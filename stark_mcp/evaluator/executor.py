@@ -14,6 +14,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Literal, Protocol, runtime_checkable
 
+from stark_mcp.device import Device
+from stark_mcp.evaluator.candidate import Candidate
 from stark_mcp.evaluator.common.outside_tools import ToolPaths
 from stark_mcp.evaluator.sandbox.levels import IsolationInfo, SandboxPolicy
 from stark_mcp.evaluator.settings import EvalSettings
@@ -39,24 +41,24 @@ class Executor(Protocol):
         first calling ``waiting(jobs)`` when there is some; ``__aexit__`` stops it instead."""
         ...
 
-    async def prepare(self, device: str = "auto") -> list[str]:
+    async def prepare(self, device: Device | str = Device.AUTO) -> list[str]:
         """Make the shared files a first extension build would make (a precompiled header), now."""
         ...
 
-    async def resolve_device(self, device: str = "auto") -> str: ...
+    async def resolve_device(self, device: Device | str = Device.AUTO) -> Device: ...
 
-    async def device_name(self, device: str = "auto") -> str: ...
+    async def device_name(self, device: Device | str = Device.AUTO) -> str: ...
 
-    async def slots(self, device: str = "auto") -> int: ...
+    async def slots(self, device: Device | str = Device.AUTO) -> int: ...
 
     async def isolation(self) -> IsolationInfo: ...
 
-    async def check_problem(self, problem: Problem, device: str = "auto") -> None: ...
+    async def check_problem(self, problem: Problem, device: Device | str = Device.AUTO) -> None: ...
 
     async def baselines(
         self,
         problem: Problem,
-        device: str = "auto",
+        device: Device | str = Device.AUTO,
         which: list[str] | tuple[str, ...] | None = None,
         progress: Progress | None = None,
     ) -> dict[str, TimingStats]: ...
@@ -64,7 +66,7 @@ class Executor(Protocol):
     async def baseline_shapes(
         self,
         problem: Problem,
-        device: str = "auto",
+        device: Device | str = Device.AUTO,
         which: list[str] | tuple[str, ...] | None = None,
         progress: Progress | None = None,
     ) -> dict[str, dict[str, TimingStats]]: ...
@@ -72,8 +74,8 @@ class Executor(Protocol):
     async def evaluate(
         self,
         problem: Problem,
-        source: str,
-        device: str = "auto",
+        source: str | Candidate,
+        device: Device | str = Device.AUTO,
         settings: EvalSettings | None = None,
         progress: Progress | None = None,
         use_cache: bool = True,
@@ -83,8 +85,8 @@ class Executor(Protocol):
     async def profile(
         self,
         problem: Problem,
-        source: str | None,
-        device: str = "auto",
+        source: str | Candidate | None,
+        device: Device | str = Device.AUTO,
         settings: EvalSettings | None = None,
         progress: Progress | None = None,
     ) -> ProfileReport: ...

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import ast
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Set
 
 from stark_mcp import python_ast
 from stark_mcp.evaluator.common.kernel_names import base_name, qualified_name
@@ -35,12 +35,11 @@ _LIBRARY_PREFIXES = ("triton_poi_", "triton_per_", "triton_red_", "triton_tem_",
 _TRITON_SUFFIX = re.compile(r"^(\w+?)_(?:\d+[dce]*)+$")
 
 
-def triton_kernel_names(source: str) -> set[str]:
+def triton_kernel_names(source: str, parsed: ast.Module | SyntaxError | None = None) -> set[str]:
     """Functions the source decorates as Triton kernels (the regex fallback covers a source that
-    does not parse)."""
-    try:
-        tree = python_ast.parse(source)
-    except SyntaxError:
+    does not parse). ``parsed``: the source's parse, or its SyntaxError, where the caller has it."""
+    tree = python_ast.parse_or_error(source) if parsed is None else parsed
+    if isinstance(tree, SyntaxError):
         return set(_TRITON.findall(source))
     modules, direct = {"triton"}, set()
     for node in ast.walk(tree):
@@ -81,9 +80,9 @@ def cuda_kernel_names(source: str) -> set[str]:
     return names
 
 
-def own_kernel_names(source: str) -> set[str]:
+def own_kernel_names(source: str, parsed: ast.Module | SyntaxError | None = None) -> set[str]:
     """Kernel names the candidate source defines: CUDA ``__global__`` and Triton functions."""
-    return cuda_kernel_names(source) | triton_kernel_names(source)
+    return cuda_kernel_names(source) | triton_kernel_names(source, parsed)
 
 
 def is_library_kernel(profiled: str) -> bool:
@@ -92,7 +91,7 @@ def is_library_kernel(profiled: str) -> bool:
     return qualified.startswith(_LIBRARY_NAMESPACES) or base_name(profiled).startswith(_LIBRARY_PREFIXES)
 
 
-def is_own_kernel(profiled: str, own: set[str]) -> bool:
+def is_own_kernel(profiled: str, own: Set[str]) -> bool:
     if is_library_kernel(profiled):
         return False
     name = base_name(profiled)
@@ -104,7 +103,11 @@ def is_own_kernel(profiled: str, own: set[str]) -> bool:
 
 def own_kernel_share(kernels: Iterable[tuple[str, float]], source: str) -> float | None:
     """Share of device time in the candidate's own kernels; None when nothing ran on the device."""
-    own = own_kernel_names(source)
+    return kernel_share(kernels, own_kernel_names(source))
+
+
+def kernel_share(kernels: Iterable[tuple[str, float]], own: Set[str]) -> float | None:
+    """Share of device time in the kernels named ``own``; None when nothing ran on the device."""
     total = mine = 0.0
     for name, device_us in kernels:
         total += device_us

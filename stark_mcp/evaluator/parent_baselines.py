@@ -12,6 +12,7 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
+from stark_mcp.device import Device
 from stark_mcp.evaluator import assemble
 from stark_mcp.evaluator.cache import BaselineCache
 from stark_mcp.evaluator.dependencies import stack_tag
@@ -45,7 +46,7 @@ class ParentBaselines:
         self._checked: set[tuple[str, str]] = set()
 
     # -- problems ------------------------------------------------------------------------------------
-    async def check_problem(self, problem: Problem, device: str = "auto") -> None:
+    async def check_problem(self, problem: Problem, device: Device | str = Device.AUTO) -> None:
         """Import, build the reference, generate inputs for every shape, run it, check it fits."""
         await self._check_import_roots(problem)
         info = await self.devices.device(device)
@@ -79,7 +80,7 @@ class ParentBaselines:
     async def baselines(
         self,
         problem: Problem,
-        device: str = "auto",
+        device: Device | str = Device.AUTO,
         which: list[str] | tuple[str, ...] | None = None,
         progress: Progress | None = None,
     ) -> dict[str, TimingStats]:
@@ -89,7 +90,7 @@ class ParentBaselines:
     async def baseline_shapes(
         self,
         problem: Problem,
-        device: str = "auto",
+        device: Device | str = Device.AUTO,
         which: list[str] | tuple[str, ...] | None = None,
         progress: Progress | None = None,
     ) -> dict[str, dict[str, TimingStats]]:

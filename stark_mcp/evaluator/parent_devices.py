@@ -9,6 +9,7 @@ one worker command on a free worker. Every other part of the parent reaches a wo
 
 from __future__ import annotations
 
+import ast
 import asyncio
 import contextlib
 import json
@@ -18,6 +19,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from stark_mcp.device import Device
+from stark_mcp.evaluator.candidate import Candidate
 from stark_mcp.evaluator.common.outside_tools import ToolPaths
 from stark_mcp.evaluator.dependencies import dependencies
 from stark_mcp.evaluator.errors import EvaluatorError
@@ -81,13 +84,15 @@ class ParentDevices:
             sweep_stale(self._isolation.cgroup)
 
     # -- devices and isolation -----------------------------------------------------------------------
-    async def resolve_device(self, device: str = "auto") -> str:
-        """``auto`` -> cuda or cpu. The first call may start the probe process: off the event loop."""
-        return await asyncio.to_thread(self.prober.resolve, device)
+    async def resolve_device(self, device: Device | str = Device.AUTO) -> Device:
+        """``auto`` -> cuda or cpu. The first call may start the probe process: off the event loop.
+        Where the evaluator's callers' device becomes a ``Device`` (EvaluatorError if it is none)."""
+        parsed = Device.parse(device, error=EvaluatorError)
+        return await asyncio.to_thread(self.prober.resolve, parsed)
 
-    async def device(self, device: str) -> DeviceInfo:
-        resolved = await asyncio.to_thread(self.prober.resolve, device)
-        if resolved != "cuda":
+    async def device(self, device: Device | str) -> DeviceInfo:
+        resolved = await self.resolve_device(device)
+        if resolved is not Device.CUDA:
             return await asyncio.to_thread(self.prober.info, resolved)
         if self._gpu_choice is None:
             gpus = await asyncio.to_thread(self.prober.gpus)
@@ -103,14 +108,16 @@ class ParentDevices:
         return self._isolation
 
     async def dependencies(
-        self, problem: Problem, info: DeviceInfo, settings: EvalSettings, source: str | None = None
+        self, problem: Problem, info: DeviceInfo, settings: EvalSettings, source: Candidate | None = None
     ) -> Dependencies:
         """What a verdict on ``problem`` (and ``source``) depends on here (``dependencies.py``)."""
         isolation = await self.isolation()
-        texts = [problem.source] if source is None else [problem.source, source]
-        return await asyncio.to_thread(
-            dependencies, info, isolation.level, settings, getattr(problem, "import_roots", ()), texts
-        )
+        roots = getattr(problem, "import_roots", ())
+        texts: list[str | ast.Module] = [problem.source]
+        if source is not None and roots:  # the user files it imports: read from its one parse
+            parsed = source.parsed
+            texts += [] if isinstance(parsed, SyntaxError) else [parsed]
+        return await asyncio.to_thread(dependencies, info, isolation.level, settings, roots, texts)
 
     # -- workers -------------------------------------------------------------------------------------
     def pool(self, info: DeviceInfo) -> SlotPool[WorkerClient]:

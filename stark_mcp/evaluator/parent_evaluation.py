@@ -15,8 +15,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from stark_mcp.device import Device
 from stark_mcp.evaluator import assemble
 from stark_mcp.evaluator.cache import ResultCache
+from stark_mcp.evaluator.candidate import Candidate
 from stark_mcp.evaluator.dependencies import changes, reevaluated_message, stack_tag
 from stark_mcp.evaluator.errors import EvaluatorError
 from stark_mcp.evaluator.integrity import Integrity
@@ -27,9 +29,8 @@ from stark_mcp.evaluator.parent_staging import ParentStaging
 from stark_mcp.evaluator.probe import DeviceInfo
 from stark_mcp.evaluator.settings import EvalSettings
 from stark_mcp.evaluator.sol_floor import SolFloors
-from stark_mcp.evaluator.static_checks import check_candidate
 from stark_mcp.evaluator.workers import WorkerCrashed
-from stark_mcp.problems import Problem, ProblemError, source_hash
+from stark_mcp.problems import Problem, ProblemError
 from stark_mcp.progress import Progress
 from stark_mcp.records import Dependencies, Evaluation, Status, TimingStats
 from stark_mcp.sol.model import SolReport
@@ -83,8 +84,8 @@ class ParentEvaluation:
     async def evaluate(
         self,
         problem: Problem,
-        source: str,
-        device: str = "auto",
+        source: str | Candidate,
+        device: Device | str = Device.AUTO,
         settings: EvalSettings | None = None,
         progress: Progress | None = None,
         use_cache: bool = True,
@@ -93,6 +94,7 @@ class ParentEvaluation:
         """``wait_for_baselines=False``: compile baselines not timed yet are neither timed nor
         waited for; the evaluation is flagged ``baseline_pending:<name>`` and not cached, and its
         caller adds them when they arrive (``RunService`` does)."""
+        candidate = Candidate.of(source)
         s = settings or self.settings
         self.devices.start_zygote()
         asked = time.monotonic()
@@ -100,10 +102,10 @@ class ParentEvaluation:
         if not use_cache:
             self.devices.warm_worker(info, problem, s)
         isolation = await self.devices.isolation()
-        deps = await self.devices.dependencies(problem, info, s, source)
+        deps = await self.devices.dependencies(problem, info, s, candidate)
         # a fresh cache probes the device and the sandbox (a process that initialises CUDA: seconds)
         probe_s = time.monotonic() - asked
-        key = (problem.hash, source_hash(source), info.name, s.settings_hash, isolation.level, deps.digest)
+        key = (problem.hash, candidate.hash, info.name, s.settings_hash, isolation.level, deps.digest)
         if not wait_for_baselines:
             key = (*key, "no-wait")
         results = ResultCache(self.cache_dir / "results", self.integrity, reuse=isolation.level != "process")
@@ -121,7 +123,7 @@ class ParentEvaluation:
                 if s.profile and hit.passed and hit.device == "cuda" and hit.profile is None:
                     # Cached before profiles existed, or with profiling off: the verdict stands, the
                     # profile is added and kept with it.
-                    profile = await self.profiles.profile(problem, source, device=info.kind, settings=s)
+                    profile = await self.profiles.profile(problem, candidate, device=info.kind, settings=s)
                     hit = hit.model_copy(update={"profile": profile})
                     await asyncio.to_thread(results.put, key[:6], hit)
                 return hit.model_copy(update={"cached": True})
@@ -129,7 +131,7 @@ class ParentEvaluation:
         if shared is None:
             task = asyncio.create_task(
                 self._evaluate_uncached(
-                    problem, source, info, s, progress, results, key, deps, wait_for_baselines, probe_s
+                    problem, candidate, info, s, progress, results, key, deps, wait_for_baselines, probe_s
                 )
             )
             shared = self._inflight[key] = _Shared(task)
@@ -153,7 +155,7 @@ class ParentEvaluation:
     async def _evaluate_uncached(
         self,
         problem: Problem,
-        source: str,
+        candidate: Candidate,
         info: DeviceInfo,
         s: EvalSettings,
         progress: Progress | None,
@@ -177,7 +179,7 @@ class ParentEvaluation:
             if progress is not None:
                 await progress(_STEPS.get(message, 0.0), _TOTAL, message)
 
-        static = check_candidate(source)
+        static = candidate.static
         phase_seconds = {"probe": round(probe_s, 3), "static": round(time.monotonic() - started - probe_s, 3)}
         if static.status is not None:
             evaluation = Evaluation(
@@ -186,7 +188,7 @@ class ParentEvaluation:
             )
         else:
             evaluation = await self._device_evaluation(
-                problem, source, info, s, note, static.needs_build, base, phase_seconds, wait_for_baselines
+                problem, candidate, info, s, note, static.needs_build, base, phase_seconds, wait_for_baselines
             )
             evaluation = evaluation.model_copy(update={"flags": static.flags + evaluation.flags})
         wall = time.monotonic() - started
@@ -205,7 +207,7 @@ class ParentEvaluation:
     async def _device_evaluation(
         self,
         problem: Problem,
-        source: str,
+        candidate: Candidate,
         info: DeviceInfo,
         s: EvalSettings,
         note: Callable[[str], Awaitable[None]],
@@ -217,7 +219,7 @@ class ParentEvaluation:
         digest = base["source_hash"]
         if needs_build and not await asyncio.to_thread(self.staging.builds.verified, digest):
             self.devices.warm_worker(info, problem, s, queue=True)  # a real build: the worker starts under it
-        staged = await self.staging.stage(source, digest, info, s, needs_build, note, phase_seconds)
+        staged = await self.staging.stage(candidate.source, digest, info, s, needs_build, note, phase_seconds)
         if staged.failure is not None:
             return staged.failure.model_copy(update=base)
         deferred, build_logs = staged.deferred, staged.logs
@@ -266,7 +268,7 @@ class ParentEvaluation:
             t1 = time.monotonic()
             extra = await self.baselines.compile_baselines(problem, info, s, result, wait_for_baselines)
             result.phase_seconds["baselines"] = round(time.monotonic() - t1, 3)
-        evaluation = assemble.evaluation(result, info.kind, extra, base, source, s.min_own_kernel_share)
+        evaluation = assemble.evaluation(result, info.kind, extra, base, candidate, s.min_own_kernel_share)
         if evaluation.passed:  # the floor check may reject an impossible time (docs/sol.md)
             evaluation = await self._sol_judge(problem, info, s, evaluation)
         flags = list(evaluation.flags)
@@ -279,7 +281,7 @@ class ParentEvaluation:
         update: dict[str, Any] = {"flags": flags, "logs": logs, "extensions": staged.extensions}
         if info.kind == "cuda":
             after = await self.profiles.after_verdict(
-                problem, source, info, s, note, staged.job, result, evaluation
+                problem, candidate, info, s, note, staged.job, result, evaluation
             )
             if "logs" in after:
                 after["logs"] = {**logs, **after["logs"]}
@@ -306,7 +308,7 @@ class ParentEvaluation:
         return judged.model_copy(update={"phase_seconds": phases})
 
     async def sol_of(
-        self, problem: Problem, evaluation: Evaluation, device: str = "auto"
+        self, problem: Problem, evaluation: Evaluation, device: Device | str = Device.AUTO
     ) -> SolReport | None:
         """The SOL record of a time measured outside ``evaluate`` (the run's root: the reference
         timed as the eager baseline), or None; never a verdict."""

@@ -11,7 +11,9 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from stark_mcp.device import Device
 from stark_mcp.evaluator import assemble, profiles
+from stark_mcp.evaluator.candidate import Candidate
 from stark_mcp.evaluator.common.outside_tools import ToolPaths
 from stark_mcp.evaluator.errors import EvaluatorError
 from stark_mcp.evaluator.parent_devices import ParentDevices
@@ -19,8 +21,7 @@ from stark_mcp.evaluator.parent_staging import ParentStaging
 from stark_mcp.evaluator.probe import DeviceInfo
 from stark_mcp.evaluator.sanitizer_report import first_report, is_memory_error
 from stark_mcp.evaluator.settings import EvalSettings
-from stark_mcp.evaluator.static_checks import check_candidate
-from stark_mcp.problems import Problem, source_hash
+from stark_mcp.problems import Problem
 from stark_mcp.progress import Progress
 from stark_mcp.records import Evaluation, ProfileReport, Status
 
@@ -39,7 +40,7 @@ class ParentProfiles:
     async def after_verdict(
         self,
         problem: Problem,
-        source: str,
+        source: str | Candidate,
         info: DeviceInfo,
         s: EvalSettings,
         note: Callable[[str], Awaitable[None]],
@@ -71,7 +72,7 @@ class ParentProfiles:
     async def profile_job(
         self,
         problem: Problem,
-        source: str | None,
+        source: str | Candidate | None,
         info: DeviceInfo,
         s: EvalSettings,
         job: dict[str, Any] | None,
@@ -134,8 +135,8 @@ class ParentProfiles:
     async def profile(
         self,
         problem: Problem,
-        source: str | None,
-        device: str = "auto",
+        source: str | Candidate | None,
+        device: Device | str = Device.AUTO,
         settings: EvalSettings | None = None,
         progress: Progress | None = None,
     ) -> ProfileReport:
@@ -155,11 +156,12 @@ class ParentProfiles:
 
         job: dict[str, Any] | None = None
         if source is not None:
-            static = check_candidate(source)
+            source = Candidate.of(source)
+            static = source.static
             if static.status is not None:
                 return profiles.unavailable(f"the candidate cannot be profiled: {static.message}")
             staged = await self.staging.stage(
-                source, source_hash(source), info, s, static.needs_build, note, {}
+                source.source, source.hash, info, s, static.needs_build, note, {}
             )
             if staged.failure is not None:
                 return profiles.unavailable(

@@ -22,6 +22,7 @@ from importlib import metadata
 from pathlib import Path
 
 from stark_mcp import python_ast
+from stark_mcp.device import Device
 from stark_mcp.evaluator.atomic_files import write_json_atomic
 from stark_mcp.evaluator.errors import EvaluatorError
 from stark_mcp.evaluator.sandbox.env import scrub_env
@@ -218,11 +219,10 @@ class Prober:
             )
         return cuda
 
-    def resolve(self, device: str) -> str:
-        if device not in ("auto", "cpu", "cuda"):
-            raise EvaluatorError(f"unknown device {device!r}; use auto, cpu or cuda")
-        if device == "auto":
-            return "cuda" if self.cuda() is not None else "cpu"
-        if device == "cuda":
-            self.info("cuda")
+    def resolve(self, device: Device) -> Device:
+        """``auto`` -> cuda or cpu; cuda only where there is one (``device`` parsed by the caller)."""
+        if device is Device.AUTO:
+            return Device.CUDA if self.cuda() is not None else Device.CPU
+        if device is Device.CUDA:
+            self.info(Device.CUDA)
         return device

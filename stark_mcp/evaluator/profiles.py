@@ -11,8 +11,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from stark_mcp.evaluator.candidate import Candidate
 from stark_mcp.evaluator.common.profile_parse import ProfileParseError, kernels_from_ncu, kernels_from_torch
-from stark_mcp.evaluator.kernels import own_kernel_names
 from stark_mcp.records import ProfileReport
 
 NO_COUNTERS = "the torch profiler's kernel list (names, device times, launch shapes); no hardware counters"
@@ -23,7 +23,7 @@ def unavailable(reason: str, seconds: float = 0.0, shape: str = "") -> ProfileRe
 
 
 def from_answer(
-    answer: dict[str, Any], source: str | None, launch_limit: int, seconds: float
+    answer: dict[str, Any], source: str | Candidate | None, launch_limit: int, seconds: float
 ) -> ProfileReport:
     """The worker's ``profile`` answer: Nsight Compute's report, the torch profiler's list, or why
     there is neither. ``source`` (the candidate's code; None for the reference) marks own kernels."""
@@ -75,8 +75,8 @@ def from_kernels(kernels: list[Any], reason: str, shape: str = "", seconds: floa
     )
 
 
-def mark_own(report: ProfileReport, source: str | None) -> ProfileReport:
+def mark_own(report: ProfileReport, source: str | Candidate | None) -> ProfileReport:
     """Say which kernels the candidate's source defines (None for the reference: none are)."""
-    own = own_kernel_names(source) if source else set()
+    own = Candidate.of(source).own_kernels if source is not None else frozenset()
     kernels = [k.model_copy(update={"own": k.short_name in own}) for k in report.kernels]
     return report.model_copy(update={"kernels": kernels})

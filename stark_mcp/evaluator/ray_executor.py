@@ -24,13 +24,14 @@ from typing import Any
 from pydantic import TypeAdapter, ValidationError
 
 from stark_mcp.config import default_toolchain_dir
+from stark_mcp.device import Device
 from stark_mcp.errors import StarkError
+from stark_mcp.evaluator.candidate import Candidate
 from stark_mcp.evaluator.common.outside_tools import ToolPaths
 from stark_mcp.evaluator.errors import EvaluatorError
 from stark_mcp.evaluator.pool import Slot, SlotPool
 from stark_mcp.evaluator.sandbox.levels import IsolationInfo, SandboxPolicy
 from stark_mcp.evaluator.settings import EvalSettings
-from stark_mcp.evaluator.static_checks import check_candidate
 from stark_mcp.problems import Problem, ProblemError, source_hash
 from stark_mcp.progress import Progress
 from stark_mcp.records import Evaluation, ProfileReport, TimingStats
@@ -251,7 +252,7 @@ class RayExecutor:
         self.tool_paths = tool_paths or ToolPaths()
         self.address = address
         self.wanted = actors
-        self.device = "cpu"
+        self.device = Device.CPU
         self.model = ""
         self._ray: Any = None
         self._started_ray = False
@@ -271,10 +272,10 @@ class RayExecutor:
         resources = ray.cluster_resources()
         gpus = int(resources.get("GPU", 0))
         if gpus:
-            self.device, count = "cuda", gpus
+            self.device, count = Device.CUDA, gpus
             self._actor_options = {"num_gpus": 1, "num_cpus": 0}
         else:  # tests: CPU slots stand in for GPUs, one CPU left for builds
-            self.device, count = "cpu", max(1, int(resources.get("CPU", 1)) - 1)
+            self.device, count = Device.CPU, max(1, int(resources.get("CPU", 1)) - 1)
             self._actor_options = {"num_cpus": 1}
         count = min(count, self.wanted or count)
         self._actor_class = ray.remote(EvaluationActor)
@@ -359,25 +360,24 @@ class RayExecutor:
         return self._pool
 
     # -- the Executor protocol -------------------------------------------------------------------------
-    async def prepare(self, device: str = "auto") -> list[str]:
+    async def prepare(self, device: Device | str = Device.AUTO) -> list[str]:
         """Nothing here: each actor's evaluator makes its node's shared build files with its first build."""
         return []
 
-    async def resolve_device(self, device: str = "auto") -> str:
-        if device not in ("auto", "cpu", "cuda"):
-            raise EvaluatorError(f"unknown device {device!r}; use auto, cpu or cuda")
-        if device not in ("auto", self.device):
+    async def resolve_device(self, device: Device | str = Device.AUTO) -> Device:
+        device = Device.parse(device, error=EvaluatorError)
+        if device not in (Device.AUTO, self.device):
             raise EvaluatorError(
                 f"device {device!r} was requested but this Ray cluster's evaluation actors run on "
                 f"{self.device}; use --device {self.device} or auto"
             )
         return self.device
 
-    async def device_name(self, device: str = "auto") -> str:
+    async def device_name(self, device: Device | str = Device.AUTO) -> str:
         await self.resolve_device(device)
         return self.model
 
-    async def slots(self, device: str = "auto") -> int:
+    async def slots(self, device: Device | str = Device.AUTO) -> int:
         await self.resolve_device(device)
         return len(self._pool_or_fail().live)
 
@@ -388,7 +388,7 @@ class RayExecutor:
         except (ValueError, TypeError) as exc:
             raise EvaluatorError(f"an evaluation actor sent an invalid isolation report: {exc}") from None
 
-    async def check_problem(self, problem: Problem, device: str = "auto") -> None:
+    async def check_problem(self, problem: Problem, device: Device | str = Device.AUTO) -> None:
         await self.resolve_device(device)
         text = await self._pool_or_fail().run(
             lambda a: self._call(a, "check_problem", _problem_text(problem))
@@ -398,7 +398,7 @@ class RayExecutor:
     async def baseline_shapes(
         self,
         problem: Problem,
-        device: str = "auto",
+        device: Device | str = Device.AUTO,
         which: list[str] | tuple[str, ...] | None = None,
         progress: Progress | None = None,
     ) -> dict[str, dict[str, TimingStats]]:
@@ -418,12 +418,13 @@ class RayExecutor:
     async def profile(
         self,
         problem: Problem,
-        source: str | None,
-        device: str = "auto",
+        source: str | Candidate | None,
+        device: Device | str = Device.AUTO,
         settings: EvalSettings | None = None,
         progress: Progress | None = None,
     ) -> ProfileReport:
         await self.resolve_device(device)
+        source = source.source if isinstance(source, Candidate) else source  # an actor parses its own
         settings_text = settings.model_dump_json() if settings else None
         text = await self._pool_or_fail().run(
             lambda a: self._call(a, "profile", _problem_text(problem), source, settings_text)
@@ -438,7 +439,7 @@ class RayExecutor:
     async def baselines(
         self,
         problem: Problem,
-        device: str = "auto",
+        device: Device | str = Device.AUTO,
         which: list[str] | tuple[str, ...] | None = None,
         progress: Progress | None = None,
     ) -> dict[str, TimingStats]:
@@ -463,23 +464,24 @@ class RayExecutor:
     async def evaluate(
         self,
         problem: Problem,
-        source: str,
-        device: str = "auto",
+        source: str | Candidate,
+        device: Device | str = Device.AUTO,
         settings: EvalSettings | None = None,
         progress: Progress | None = None,
         use_cache: bool = True,
         wait_for_baselines: bool = True,
     ) -> Evaluation:
         await self.resolve_device(device)
+        candidate = Candidate.of(source)
         s = settings or self.settings
         pool = self._pool_or_fail()
         started = time.monotonic()
         node: str | None = None
-        static = check_candidate(source)
+        static = candidate.static
         if static.status is None and static.needs_build:
             if progress is not None:
                 await progress(1.0, 5.0, "build")
-            node, failed = await self._build(source, s, static.flags)
+            node, failed = await self._build(candidate, s, static.flags)
             if failed is not None:
                 return failed.model_copy(
                     update={
@@ -492,7 +494,7 @@ class RayExecutor:
                 a,
                 "evaluate",
                 _problem_text(problem),
-                source,
+                candidate.source,
                 s.model_dump_json() if settings else None,
                 use_cache,
                 wait_for_baselines,
@@ -507,7 +509,7 @@ class RayExecutor:
             raise EvaluatorError(
                 f"an evaluation actor sent an invalid evaluation: {exc.errors()[0]['msg']}"
             ) from None
-        asked = (problem.hash, source_hash(source), self.model)
+        asked = (problem.hash, candidate.hash, self.model)
         got = (evaluation.problem_hash, evaluation.source_hash, evaluation.device_name)
         if got != asked:
             raise EvaluatorError(f"an evaluation actor answered for {got}, not for what was asked {asked}")
@@ -515,7 +517,9 @@ class RayExecutor:
             await progress(5.0, 5.0, f"done: {evaluation.status.value}")
         return evaluation
 
-    async def _build(self, source: str, s: EvalSettings, flags: list[str]) -> tuple[str, Evaluation | None]:
+    async def _build(
+        self, candidate: Candidate, s: EvalSettings, flags: list[str]
+    ) -> tuple[str, Evaluation | None]:
         """Build on the node with the most free actors; a failed build is the evaluation's verdict."""
         ray = self._ray
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
@@ -529,7 +533,7 @@ class RayExecutor:
         info = next((slot.handle.info for slot in live if slot.handle.node == node), live[0].handle.info)
         task = self._build_task.options(scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=False))
         text = await task.remote(
-            str(self.cache_dir), str(self.toolchain_dir), source, info, s.build_timeout_s,
+            str(self.cache_dir), str(self.toolchain_dir), candidate.source, info, s.build_timeout_s,
             self.policy.to_json(), self.hidden,
         )  # fmt: skip
         data = _object(text)
@@ -545,7 +549,7 @@ class RayExecutor:
                 phase_seconds={"build": float(data.get("seconds") or 0.0)},
                 device=self.device,
                 device_name=self.model,
-                source_hash=source_hash(source),
+                source_hash=candidate.hash,
                 settings_hash=s.settings_hash,
             )
         except (KeyError, TypeError, ValueError, ValidationError) as exc:

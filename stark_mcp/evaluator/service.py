@@ -20,7 +20,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from stark_mcp.config import default_toolchain_dir
+from stark_mcp.device import Device
 from stark_mcp.evaluator.builds import BuildCache, builder_cpus
+from stark_mcp.evaluator.candidate import Candidate
 from stark_mcp.evaluator.common.outside_tools import ToolPaths
 from stark_mcp.evaluator.extensions import ExtensionCache
 from stark_mcp.evaluator.gpus import parse_gpus
@@ -113,7 +115,7 @@ class Evaluator:
             waiting(self.extensions.pending)
         await self.extensions.settle()
 
-    async def prepare(self, device: str = "auto") -> list[str]:
+    async def prepare(self, device: Device | str = Device.AUTO) -> list[str]:
         """Make now what a first extension build on this machine would make inside an agent's attempt
         (the shared precompiled header, include profiles: ``prepare.py``), and wait for it; notes
         say what was made (none: it was made before)."""
@@ -129,23 +131,23 @@ class Evaluator:
         return notes
 
     # -- devices and isolation: ``parent_devices.py`` ------------------------------------------------
-    async def resolve_device(self, device: str = "auto") -> str:
+    async def resolve_device(self, device: Device | str = Device.AUTO) -> Device:
         """``auto`` -> cuda or cpu. The first call may start the probe process: off the event loop."""
         return await self.devices.resolve_device(device)
 
-    async def device_info(self, device: str = "auto") -> DeviceInfo:
+    async def device_info(self, device: Device | str = Device.AUTO) -> DeviceInfo:
         """What evaluations on ``device`` run on (one model per process: mixed GPUs are refused)."""
         return await self.devices.device(device)
 
-    async def device_name(self, device: str = "auto") -> str:
+    async def device_name(self, device: Device | str = Device.AUTO) -> str:
         """The model evaluations on ``device`` are timed on (one per process: mixed GPUs are refused)."""
         return (await self.devices.device(device)).name
 
-    async def slots(self, device: str = "auto") -> int:
+    async def slots(self, device: Device | str = Device.AUTO) -> int:
         """How many evaluations on ``device`` can run at once: the pool's live workers."""
         return len(self.devices.pool(await self.devices.device(device)).live)
 
-    async def worker_pool(self, device: str = "auto") -> SlotPool[WorkerClient]:
+    async def worker_pool(self, device: Device | str = Device.AUTO) -> SlotPool[WorkerClient]:
         """The device's pool of trusted workers (its ``history`` records every lease)."""
         return self.devices.pool(await self.devices.device(device))
 
@@ -156,14 +158,14 @@ class Evaluator:
         return self.devices.pool(info)
 
     # -- problems and baselines: ``parent_baselines.py`` ---------------------------------------------
-    async def check_problem(self, problem: Problem, device: str = "auto") -> None:
+    async def check_problem(self, problem: Problem, device: Device | str = Device.AUTO) -> None:
         """Import, build the reference, generate inputs for every shape, run it, check it fits."""
         await self.baseline_timing.check_problem(problem, device)
 
     async def baselines(
         self,
         problem: Problem,
-        device: str = "auto",
+        device: Device | str = Device.AUTO,
         which: list[str] | tuple[str, ...] | None = None,
         progress: Progress | None = None,
     ) -> dict[str, TimingStats]:
@@ -172,7 +174,7 @@ class Evaluator:
     async def baseline_shapes(
         self,
         problem: Problem,
-        device: str = "auto",
+        device: Device | str = Device.AUTO,
         which: list[str] | tuple[str, ...] | None = None,
         progress: Progress | None = None,
     ) -> dict[str, dict[str, TimingStats]]:
@@ -183,8 +185,8 @@ class Evaluator:
     async def evaluate(
         self,
         problem: Problem,
-        source: str,
-        device: str = "auto",
+        source: str | Candidate,
+        device: Device | str = Device.AUTO,
         settings: EvalSettings | None = None,
         progress: Progress | None = None,
         use_cache: bool = True,
@@ -196,7 +198,7 @@ class Evaluator:
         )
 
     async def sol_of(
-        self, problem: Problem, evaluation: Evaluation, device: str = "auto"
+        self, problem: Problem, evaluation: Evaluation, device: Device | str = Device.AUTO
     ) -> SolReport | None:
         """The SOL record of a time measured outside ``evaluate``, or None; never a verdict."""
         return await self.evaluation.sol_of(problem, evaluation, device)
@@ -205,8 +207,8 @@ class Evaluator:
     async def profile(
         self,
         problem: Problem,
-        source: str | None,
-        device: str = "auto",
+        source: str | Candidate | None,
+        device: Device | str = Device.AUTO,
         settings: EvalSettings | None = None,
         progress: Progress | None = None,
     ) -> ProfileReport:

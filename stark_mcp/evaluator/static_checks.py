@@ -17,24 +17,25 @@ _DEVICE_DEBUG = re.compile(r"""['"]-G['"]""")
 _CUDA_SOURCES = re.compile(r"\bcuda_sources\s*=|\.cu['\"]|__global__")
 
 
-@dataclass
+@dataclass(frozen=True)
 class StaticResult:
-    """A verdict when the source fails outright, else None, plus flags that never change the status."""
+    """A verdict when the source fails outright, else None, plus flags that never change the status.
+    Frozen, and its ``flags`` never changed in place: a ``Candidate`` keeps one for all its readers."""
 
     status: Status | None = None
     reason: str | None = None
     message: str = ""
     flags: list[str] = field(default_factory=list)
     needs_build: bool = False
-    languages: set[str] = field(default_factory=set)
+    languages: frozenset[str] = frozenset()
 
 
-def kernel_languages(source: str) -> set[str]:
+def kernel_languages(source: str, parsed: ast.Module | SyntaxError | None = None) -> set[str]:
     """What the candidate writes kernels in: ``triton`` (``@triton.jit`` functions), ``cuda``
     (an extension with CUDA sources), ``cpp`` (an extension of C++ alone). Empty for a
-    candidate of PyTorch operators only."""
+    candidate of PyTorch operators only. ``parsed``: the source's parse, where the caller has it."""
     found = set()
-    if triton_kernel_names(source):
+    if triton_kernel_names(source, parsed):
         found.add("triton")
     if cuda_kernel_names(source) or _CUDA_SOURCES.search(source):
         found.add("cuda")
@@ -53,32 +54,33 @@ def _uses_reference(tree: ast.Module) -> int | None:
     return None
 
 
-def check_candidate(source: str) -> StaticResult:
+def check_candidate(source: str, parsed: ast.Module | SyntaxError | None = None) -> StaticResult:
+    """The static verdict on ``source`` (``parsed``: its parse or SyntaxError, made here if not given;
+    ``Candidate.static`` gives its one parse)."""
+    tree = python_ast.parse_or_error(source, filename="candidate.py") if parsed is None else parsed
     flags = []
     if _FAST_MATH.search(source):
         flags.append("fast_math")
     if _DEVICE_DEBUG.search(source):
         flags.append("debug_device_code")
-    result = StaticResult(
-        flags=flags, needs_build=any(m in source for m in _BUILD_MARKERS), languages=kernel_languages(source)
-    )
-    try:
-        tree = python_ast.parse(source, filename="candidate.py")
-    except SyntaxError as exc:
-        result.status, result.reason = Status.LOAD_ERROR, "syntax"
-        result.message = f"syntax error at line {exc.lineno}: {exc.msg}" + (
-            f"\n    {exc.text.rstrip()}" if exc.text else ""
+    facts = {
+        "flags": flags,
+        "needs_build": any(m in source for m in _BUILD_MARKERS),
+        "languages": frozenset(kernel_languages(source, tree)),
+    }
+    if isinstance(tree, SyntaxError):
+        message = f"syntax error at line {tree.lineno}: {tree.msg}" + (
+            f"\n    {tree.text.rstrip()}" if tree.text else ""
         )
-        return result
+        return StaticResult(Status.LOAD_ERROR, "syntax", message, **facts)
     if "ModelNew" not in top_level_names(tree):
-        result.status, result.reason = Status.LOAD_ERROR, "no_model_new"
-        result.message = "the candidate defines no top-level ModelNew (class ModelNew(nn.Module))"
-        return result
+        message = "the candidate defines no top-level ModelNew (class ModelNew(nn.Module))"
+        return StaticResult(Status.LOAD_ERROR, "no_model_new", message, **facts)
     line = _uses_reference(tree)
     if line is not None:
-        result.status, result.reason = Status.REJECTED, "reference_model"
-        result.message = (
+        message = (
             f"line {line}: the candidate uses the reference Model (subclassing or calling it); "
             "ModelNew must implement the computation itself"
         )
-    return result
+        return StaticResult(Status.REJECTED, "reference_model", message, **facts)
+    return StaticResult(**facts)

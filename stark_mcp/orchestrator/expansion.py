@@ -38,7 +38,9 @@ OnExchange = Callable[[ExchangeRecord], Awaitable[None]]
 
 
 @dataclass
-class Candidate:
+class Proposal:
+    """What the agents proposed for one selection (evaluated and recorded by the loop)."""
+
     source: str
     action: str
     plan: str | None
@@ -125,7 +127,7 @@ async def expand(
     step: int,
     *,
     on_exchange: OnExchange | None = None,
-) -> Candidate:
+) -> Proposal:
     """Ask the strategy's agents for a new source for ``selection``; ``ExpansionFailed`` if none comes."""
     log = ExchangeLog(service, run, backend, on_exchange)
     try:
@@ -136,7 +138,7 @@ async def expand(
     except BaseException:
         await log.log_unlogged()
         raise
-    return Candidate(source=source, action=selection.action, plan=plan, exchange_ids=log.ids, usage=log.usage)
+    return Proposal(source=source, action=selection.action, plan=plan, exchange_ids=log.ids, usage=log.usage)
 
 
 async def _ask_agents(

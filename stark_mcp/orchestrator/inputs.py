@@ -6,8 +6,8 @@ problem argument through here, so a bad input fails the same way everywhere.
 
 from __future__ import annotations
 
-from stark_mcp.evaluator import check_candidate
-from stark_mcp.evaluator.static_checks import kernel_languages
+from stark_mcp.device import Device
+from stark_mcp.evaluator.candidate import Candidate
 from stark_mcp.orchestrator.errors import InvalidInput
 from stark_mcp.orchestrator.roots import AllowedRoots
 from stark_mcp.problems import Problem, ProblemError, load_problem, problem_from_source, spec_path
@@ -20,19 +20,22 @@ ROLES = ("plan", "code", "debug", "generalist")
 NO_MODEL_NEW = "no_model_new"
 
 
-def check_candidate_source(source: str) -> None:
+def check_candidate_source(source: str | Candidate) -> None:
     """A candidate must be of sane size and, when it parses, define ``ModelNew`` at top level.
 
     The ModelNew test is the evaluator's own static check, so a source refused here is exactly
-    one the evaluator would call ``no_model_new``. One that does not parse is let through: the
-    evaluator records it as a ``load_error`` with the syntax error, which a debug step can fix.
+    one the evaluator would call ``no_model_new`` (given a ``Candidate``, that check is the one the
+    evaluator then reads). One that does not parse is let through: the evaluator records it as a
+    ``load_error`` with the syntax error, which a debug step can fix.
     """
+    candidate = Candidate.of(source)
+    source = candidate.source
     size = len(source.encode("utf-8"))
     if size > MAX_SOURCE_BYTES:
         raise InvalidInput(f"source is {size} bytes; the limit is {MAX_SOURCE_BYTES} bytes")
     if not source.strip():
         raise InvalidInput("source is empty; send the full Python file that defines class ModelNew")
-    if check_candidate(source).reason == NO_MODEL_NEW:
+    if candidate.static.reason == NO_MODEL_NEW:
         raise InvalidInput(
             "source defines no top-level class ModelNew; send the whole file with "
             "class ModelNew(nn.Module) taking the same constructor arguments as Model"
@@ -40,7 +43,7 @@ def check_candidate_source(source: str) -> None:
 
 
 # The languages a run on each kind of device may use, the first being the default.
-DEVICE_LANGUAGES = {"cpu": ("cpp",), "cuda": ("cuda", "triton")}
+DEVICE_LANGUAGES = {Device.CPU: ("cpp",), Device.CUDA: ("cuda", "triton")}
 # What a run of each language accepts: a CUDA extension may carry C++ host code of its own.
 ACCEPTED = {"cuda": {"cuda", "cpp"}, "triton": {"triton"}, "cpp": {"cpp"}}
 _NAMES = {"cuda": "CUDA C++", "triton": "Triton", "cpp": "C++"}
@@ -64,10 +67,10 @@ def check_language(language: str | None, device: str) -> KernelLanguage:
     return language  # type: ignore[return-value]
 
 
-def language_mismatch(language: str, source: str) -> str | None:
+def language_mismatch(language: str, source: str | Candidate) -> str | None:
     """Why a source does not fit a run of ``language`` (its kernels are all in other languages),
     or None. A source with no custom kernel, or with some in the run's language, fits."""
-    found = kernel_languages(source)
+    found = Candidate.of(source).static.languages
     if not found or found & ACCEPTED.get(language, {language}):
         return None
     written = " and ".join(_NAMES[f] for f in sorted(found))

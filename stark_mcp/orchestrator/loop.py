@@ -14,6 +14,7 @@ import contextlib
 import time
 from typing import Any
 
+from stark_mcp.evaluator.candidate import Candidate
 from stark_mcp.llm import LLMBackend
 from stark_mcp.orchestrator.errors import BudgetExhausted, ExpansionFailed, InvalidInput
 from stark_mcp.orchestrator.events import FailedExpansion, SearchEvent, SearchProgress, SearchSummary
@@ -190,18 +191,19 @@ class _Search:
         selection = await self._select(step)
         await self._emit("selected", step=step, node_id=selection.node_id, action=selection.action,
                          message=selection.reason)
-        candidate = None
+        proposal = None
         try:
-            candidate = await expand(
+            proposal = await expand(
                 self.service, self.run_record, self.strategy, self.backend, selection, step,
                 on_exchange=lambda record: self._on_exchange(record, selection, step),
             )
-            stored = await self.service.evaluate(run_id, candidate.source)
+            candidate = Candidate(proposal.source)  # one parse and check for both calls
+            stored = await self.service.evaluate(run_id, candidate)
             await self._emit("evaluated", step=step, parent_id=selection.node_id, action=selection.action,
                              verdict=_verdict(stored.evaluation.status.value, stored.evaluation.reason))
             node = await self.service.add_child(
-                run_id, selection.node_id, candidate.source, plan=candidate.plan, action=candidate.action,
-                evaluation_id=stored.id, usage=candidate.usage, exchange_ids=candidate.exchange_ids,
+                run_id, selection.node_id, candidate, plan=proposal.plan, action=proposal.action,
+                evaluation_id=stored.id, usage=proposal.usage, exchange_ids=proposal.exchange_ids,
             )
         except ExpansionFailed as exc:
             await self._failed(step, selection, str(exc), exc.exchange_ids, fatal=exc.fatal)
@@ -213,7 +215,7 @@ class _Search:
                 self.cond.notify_all()
             return
         except InvalidInput as exc:  # the agents' source is unusable as a candidate (e.g. too large)
-            ids = candidate.exchange_ids if candidate is not None else []
+            ids = proposal.exchange_ids if proposal is not None else []
             await self._failed(step, selection, str(exc), ids, fatal=False)
             return
         await self._recorded(step, node)

@@ -13,6 +13,7 @@ from typing import Any, Protocol
 from pydantic import BaseModel, Field, ValidationError
 
 from stark_mcp.agents.templates import fill
+from stark_mcp.device import Device
 from stark_mcp.orchestrator.roots import AllowedRoots, write_confined
 from stark_mcp.problems import Problem, problem_from_source
 from stark_mcp.progress import Progress
@@ -28,9 +29,9 @@ PROBLEMS_FOLDER = "stark-problems"
 class ProblemChecker(Protocol):
     """The part of the evaluator that runs a problem once in its trusted process."""
 
-    async def resolve_device(self, device: str = "auto") -> str: ...
+    async def resolve_device(self, device: Device | str = Device.AUTO) -> Device: ...
 
-    async def check_problem(self, problem: Problem, device: str = "auto") -> None: ...
+    async def check_problem(self, problem: Problem, device: Device | str = Device.AUTO) -> None: ...
 
 
 class CreatedProblem(BaseModel):
@@ -61,7 +62,7 @@ async def create_problem(
     request: ProblemRequest,
     checker: ProblemChecker | None,
     *,
-    device: str = "auto",
+    device: Device | str = Device.AUTO,
     cwd: Path | None = None,
     progress: Progress | None = None,
     roots: AllowedRoots | None = None,

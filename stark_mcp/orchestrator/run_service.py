@@ -20,8 +20,10 @@ from pydantic import ValidationError
 from stark_mcp.agents.parsing import split_plan_text
 from stark_mcp.agents.render import Prompt, render_prompt
 from stark_mcp.agents.templates import PromptTemplates, packaged
+from stark_mcp.device import Device
 from stark_mcp.evaluator import EvalSettings
 from stark_mcp.evaluator.assemble import aggregate, with_baselines
+from stark_mcp.evaluator.candidate import Candidate
 from stark_mcp.evaluator.executor import Executor
 from stark_mcp.evaluator.priority import background
 from stark_mcp.memory import MemoryEntry, lesson_of, rank, render_entries
@@ -39,7 +41,7 @@ from stark_mcp.orchestrator.owners import owner_alive, this_process
 from stark_mcp.orchestrator.reads import RunReads
 from stark_mcp.orchestrator.roots import AllowedRoots
 from stark_mcp.orchestrator.tasks import TaskStore
-from stark_mcp.problems import Problem, source_hash
+from stark_mcp.problems import Problem
 from stark_mcp.progress import Progress
 from stark_mcp.records import (
     Action,
@@ -155,7 +157,7 @@ class RunService(RunReads):
         self,
         problem: str | Problem,
         *,
-        device: str = "auto",
+        device: Device | str = Device.AUTO,
         policy: str | dict[str, Any] = "stark",
         budget: int = 30,
         seed: int | None = None,
@@ -188,7 +190,7 @@ class RunService(RunReads):
             loaded = resolve_problem(problem, name, roots, isolation.level, isolation.jails_problems)
         else:
             loaded = resolve_problem(problem, name, roots)
-        resolved_device = await self.evaluator.resolve_device(device)
+        resolved_device = await self.evaluator.resolve_device(Device.parse(device, error=InvalidInput))
         run_language = check_language(language, resolved_device)
         settings = eval_settings or self.evaluator.settings
         now = ("eager", *settings.baselines) if wait_for_baselines else ("eager",)
@@ -226,9 +228,9 @@ class RunService(RunReads):
             ),
         )
         self._start_late_baselines(run)
-        if resolved_device == "cuda":
+        if resolved_device is Device.CUDA:
             self._start_prepare(resolved_device)
-        if resolved_device == "cuda" and settings.profile:
+        if resolved_device is Device.CUDA and settings.profile:
             self._start_reference_profile(run, settings)
         await report(steps, f"run {run.id} created" + (
             f"; timing {', '.join(later)} in the background" if later else ""
@@ -236,12 +238,13 @@ class RunService(RunReads):
         return run, await self.node(run.id, "n0")
 
     async def create_problem(
-        self, request: ProblemRequest, *, device: str = "auto", check: bool = True,
+        self, request: ProblemRequest, *, device: Device | str = Device.AUTO, check: bool = True,
         progress: Progress | None = None, roots: AllowedRoots | None = None,
     ) -> CreatedProblem:
         """A problem file from the user's own module (see ``own_module``), run once by this evaluator;
         ``roots`` (a server's) confine every path of the request and the write."""
         checker = self.evaluator if check else None
+        device = Device.parse(device, error=InvalidInput)
         return await create_problem(request, checker, device=device, progress=progress, roots=roots)
 
     async def settle_baselines(self, run_id: str) -> RunRecord:
@@ -263,7 +266,7 @@ class RunService(RunReads):
             task.add_done_callback(lambda t, rid=run.id: self._forget_task(rid, t))
         return task
 
-    def _start_prepare(self, device: str) -> None:
+    def _start_prepare(self, device: Device) -> None:
         """Make the shared build files (a precompiled header: a minute on a fresh machine) while the
         agent writes its first attempt, once per process; the attempt's build takes them when made."""
         if device in self._prepared:
@@ -310,17 +313,17 @@ class RunService(RunReads):
         self._background.add(task)
         task.add_done_callback(self._background.discard)
 
-    def _profile_later(self, run: RunRecord, node: Node) -> None:
-        """Profile a passing attempt in the background and keep it with its evaluation; the caller
-        already has the verdict. A failed profile is logged, never raised: a profile never changes
-        a verdict or a figure."""
+    def _profile_later(self, run: RunRecord, node: Node, candidate: Candidate) -> None:
+        """Profile a passing attempt (``candidate``: the node's source, parsed already) in the
+        background and keep it with its evaluation; the caller already has the verdict. A failed
+        profile is logged, never raised: a profile never changes a verdict or a figure."""
         key = (run.id, node.id)
 
         async def profile() -> None:
             try:
                 with background():  # taken while the device is idle: the next attempt never waits
                     report = await self.evaluator.profile(
-                        run.problem, node.source, device=run.device, settings=_run_settings(run)
+                        run.problem, candidate, device=run.device, settings=_run_settings(run)
                     )
                 await self.store.add_profile(run.id, node.id, report)
             except asyncio.CancelledError:
@@ -376,7 +379,7 @@ class RunService(RunReads):
                 ),
             )
 
-    async def _with_sol(self, problem: Problem, device: str, root: Evaluation) -> Evaluation:
+    async def _with_sol(self, problem: Problem, device: Device, root: Evaluation) -> Evaluation:
         """The reference's own place against the floor (docs/sol.md); none when it has no floor."""
         try:
             sol = await self.evaluator.sol_of(problem, root, device=device)
@@ -450,25 +453,25 @@ class RunService(RunReads):
 
     # ---- evaluation and recording ------------------------------------------------------------
 
-    async def evaluate(self, run_id: str, source: str, *,
+    async def evaluate(self, run_id: str, source: str | Candidate, *,
         progress: Progress | None = None) -> StoredEvaluation:
         """Evaluate a source for this run without recording a node. No profile: it would delay the
         verdict (Nsight Compute, 5-9 s), and evaluate_kernel's answer has none; add_child profiles the
         attempt it records, in the background."""
-        source = _clean_source(source)
-        check_candidate_source(source)
+        candidate = _clean_candidate(source)
+        check_candidate_source(candidate)
         run = await self.store.get_run(run_id)
         self._start_late_baselines(run)
-        evaluation = await self._evaluate(run, source, progress, profile=False)
+        evaluation = await self._evaluate(run, candidate, progress, profile=False)
         async with self._record_locks.setdefault(run_id, asyncio.Lock()):
             evaluation = await self._with_known_baselines(run_id, evaluation)
-            return await self.store.save_evaluation(run_id, source_hash(source), evaluation)
+            return await self.store.save_evaluation(run_id, candidate.hash, evaluation)
 
     async def add_child(
         self,
         run_id: str,
         parent_id: str,
-        source: str,
+        source: str | Candidate,
         *,
         plan: str | None = None,
         action: str = "plan",
@@ -485,8 +488,8 @@ class RunService(RunReads):
         """
         if action not in (Action.PLAN.value, Action.DEBUG.value):
             raise InvalidInput(f"action must be 'plan' or 'debug', got {action!r}")
-        source = _clean_source(source)
-        check_candidate_source(source)
+        candidate = _clean_candidate(source)
+        check_candidate_source(candidate)
         check_plan_text(plan)
         run = await self.store.get_run(run_id)
         parent = await self.node(run_id, parent_id)
@@ -494,18 +497,18 @@ class RunService(RunReads):
         self._start_late_baselines(run)
         if action == Action.DEBUG.value and plan is None:
             plan = parent.plan  # Algorithm 1: a debug child keeps its parent's plan and anchors
-        in_spans = _adherence(plan, parent, source) if action == Action.PLAN.value else None
+        in_spans = _adherence(plan, parent, candidate.source) if action == Action.PLAN.value else None
         lock = self._record_locks.setdefault(run_id, asyncio.Lock())
         async with lock:
             await self._require_budget(run, in_flight=True)
             token = self._reserve(run_id, parent_id, action)
         try:
-            evaluation = await self._reuse_or_evaluate(run, source, evaluation_id, progress, profile=False)
+            evaluation = await self._reuse_or_evaluate(run, candidate, evaluation_id, progress, profile=False)
             async with lock:
                 await self._require_budget(run)
                 evaluation = await self._with_known_baselines(run_id, evaluation)
                 node = await self.store.add_node(
-                    run_id, parent_id=parent_id, action=Action(action), source=source, plan=plan,
+                    run_id, parent_id=parent_id, action=Action(action), source=candidate.source, plan=plan,
                     evaluation=evaluation, usage=usage, adherence=in_spans,
                 )
                 self._release(run_id, token)  # recorded: the attempt now counts as a node
@@ -514,7 +517,7 @@ class RunService(RunReads):
         if exchange_ids:
             await self.store.attach_exchanges(run_id, list(exchange_ids), node.id)
         if _profiles_passing(run, self.evaluator.settings, node.evaluation):
-            self._profile_later(run, node)
+            self._profile_later(run, node, candidate)
         status = "finished" if await self.attempts(run_id) >= run.budget else "running"
         if run.status != status:
             if status == "running":
@@ -621,23 +624,23 @@ class RunService(RunReads):
     async def _reuse_or_evaluate(
         self,
         run: RunRecord,
-        source: str,
+        candidate: Candidate,
         evaluation_id: str | None,
         progress: Progress | None,
         profile: bool = True,
     ) -> Evaluation:
         if evaluation_id:
             stored = await self.store.get_evaluation(evaluation_id)
-            if stored.run_id == run.id and stored.source_hash == source_hash(source):
+            if stored.run_id == run.id and stored.source_hash == candidate.hash:
                 return stored.evaluation
-        return await self._evaluate(run, source, progress, profile=profile)
+        return await self._evaluate(run, candidate, progress, profile=profile)
 
-    async def evaluation_slots(self, device: str = "auto") -> int:
+    async def evaluation_slots(self, device: Device | str = Device.AUTO) -> int:
         """How many evaluations this process runs at once on ``device`` (its GPUs, or Ray actors)."""
         return await self.evaluator.slots(device)
 
     async def _evaluate(
-        self, run: RunRecord, source: str, progress: Progress | None, profile: bool = True
+        self, run: RunRecord, candidate: Candidate, progress: Progress | None, profile: bool = True
     ) -> Evaluation:
         """``profile=False``: no profile after a passing verdict (add_child takes it afterwards)."""
         # The run's speedups are against baselines timed on its model: never mix models in one run.
@@ -649,17 +652,17 @@ class RunService(RunReads):
                     f"run {run.id} was timed on {recorded} but this process evaluates on {here}; a run "
                     f"never mixes GPU models: continue it where a {recorded} is (--gpus), or start a new run"
                 )
-        mismatch = language_mismatch(run.language, source)
+        mismatch = language_mismatch(run.language, candidate)
         if mismatch is not None:
             return Evaluation(
                 status=Status.REJECTED, reason="language", message=mismatch, device=run.device,
-                problem_hash=run.problem.hash, source_hash=source_hash(source),
+                problem_hash=run.problem.hash, source_hash=candidate.hash,
             )
         settings = _run_settings(run)
         if not profile:
             settings = (settings or self.evaluator.settings).model_copy(update={"profile": False})
         return await self.evaluator.evaluate(
-            run.problem, source, device=run.device, settings=settings, progress=progress,
+            run.problem, candidate, device=run.device, settings=settings, progress=progress,
             wait_for_baselines=False,
         )
 
@@ -675,9 +678,13 @@ class RunService(RunReads):
         return _settle(evaluation, known, given_up) or evaluation
 
 
-def _clean_source(source: str) -> str:
-    """Anchor markers a code agent left behind would break the next plan's BEGIN/END pairing."""
-    return strip_anchor_lines(source)
+def _clean_candidate(source: str | Candidate) -> Candidate:
+    """The candidate to evaluate and record, made once for the whole call (``Candidate``): without
+    anchor markers a code agent left behind, which would break the next plan's BEGIN/END pairing. A
+    Candidate given without any is used as it is, its parse and checks with it."""
+    text = source.source if isinstance(source, Candidate) else source
+    cleaned = strip_anchor_lines(text)
+    return source if isinstance(source, Candidate) and cleaned == text else Candidate(cleaned)
 
 
 def _policy_config(policy: str | dict[str, Any]) -> PolicyConfig:
@@ -709,7 +716,7 @@ def _aggregated(per_shape: PerShape) -> dict[str, TimingStats]:
     return {name: aggregate(list(shapes.values())) for name, shapes in per_shape.items() if shapes}
 
 
-def _root_evaluation(problem: Problem, device: str, per_shape: PerShape) -> Evaluation:
+def _root_evaluation(problem: Problem, device: Device, per_shape: PerShape) -> Evaluation:
     """The reference timed as the eager baseline. Its ``shapes`` keep every baseline per shape:
     the one place the run holds what a late evaluation needs to compute its speedups."""
     shapes = []

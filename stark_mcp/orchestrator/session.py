@@ -19,7 +19,9 @@ from pydantic import ValidationError
 
 from stark_mcp.agents.templates import PromptTemplates
 from stark_mcp.config import Settings
+from stark_mcp.device import Device
 from stark_mcp.evaluator import BASELINE_NAMES, EvalSettings
+from stark_mcp.evaluator.candidate import Candidate
 from stark_mcp.evaluator.common.outside_tools import ToolPaths
 from stark_mcp.evaluator.executor import Executor, open_executor
 from stark_mcp.orchestrator.early_start import sandbox_policy
@@ -124,7 +126,7 @@ async def evaluate_candidate(
     problem: str | Problem,
     source: str,
     *,
-    device: str,
+    device: Device,
     eval_settings: EvalSettings,
     use_cache: bool = True,
     progress: Progress | None = None,
@@ -157,9 +159,9 @@ async def evaluate_candidate(
 async def evaluate_on(
     evaluator: Executor,
     problem: Problem,
-    source: str,
+    source: str | Candidate,
     *,
-    device: str,
+    device: Device,
     eval_settings: EvalSettings,
     use_cache: bool = True,
     progress: Progress | None = None,
@@ -169,16 +171,18 @@ async def evaluate_on(
     on_profile: Callable[[ProfileReport], None] | None = None,
 ) -> Evaluation:
     """``evaluate_candidate``'s evaluation on an evaluator already open (a warm evaluator's, which
-    outlives the call and so leaves its background work running)."""
+    outlives the call and so leaves its background work running). The verdict and the profile after
+    it read one ``Candidate``: the source is parsed and checked once."""
+    candidate = Candidate.of(source)
     evaluation = await evaluator.evaluate(
-        problem, source, device=device, settings=eval_settings.model_copy(update={"profile": False}),
+        problem, candidate, device=device, settings=eval_settings.model_copy(update={"profile": False}),
         use_cache=use_cache, progress=progress, wait_for_baselines=wait_for_baselines,
     )
     if on_result is not None:
         on_result(evaluation)
     if profile and evaluation.passed and evaluation.profile is None:
         report = await evaluator.profile(
-            problem, source, device=device, settings=eval_settings, progress=progress
+            problem, candidate, device=device, settings=eval_settings, progress=progress
         )
         evaluation = evaluation.model_copy(update={"profile": report})
         if on_profile is not None:
@@ -192,7 +196,7 @@ async def verify_kernel(
     *,
     node_id: str | None = None,
     tolerance: float = TOLERANCE,
-    device: str | None = None,
+    device: Device | None = None,
 ) -> Verification:
     """``stark-mcp verify``: a run's node (default: its best) or an exported file evaluated again from
     scratch, in a cache of its own (nothing reused: no build, no baseline, no verdict), with the run's
@@ -217,7 +221,7 @@ async def verify_kernel(
 
 
 async def evaluate_afresh(
-    settings: Settings, evidence: Evidence, source: str, device: str | None
+    settings: Settings, evidence: Evidence, source: str, device: Device | None
 ) -> Evaluation:
     """``source`` against the evidence's problem, by an evaluator on an empty cache of its own (under
     the data directory, which no candidate sees; removed afterwards). Only the eager baseline, timed
@@ -243,7 +247,7 @@ async def create_user_problem(
     settings: Settings,
     request: ProblemRequest,
     *,
-    device: str,
+    device: Device,
     check: bool = True,
     progress: Progress | None = None,
 ) -> CreatedProblem:

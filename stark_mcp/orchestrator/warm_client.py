@@ -27,6 +27,7 @@ from typing import TypeVar
 from pydantic import BaseModel, ValidationError
 
 from stark_mcp.config import VARIABLES, Settings
+from stark_mcp.device import Device
 from stark_mcp.evaluator import EvalSettings
 from stark_mcp.orchestrator import warm_wire as wire
 from stark_mcp.orchestrator.early_start import forks
@@ -61,7 +62,7 @@ async def evaluate_warm(
     problem: str,
     source: str,
     *,
-    device: str,
+    device: Device,
     eval_settings: EvalSettings,
     use_cache: bool = True,
     progress: Progress | None = None,
@@ -82,7 +83,7 @@ async def evaluate_warm(
         raise WarmEvaluatorUnavailable(f"its socket's path {address.socket} is too long for a unix socket")
     loaded = load_problem(problem)
     request = wire.EvaluateRequest(
-        key=address.key, problem=loaded.model_dump(mode="json"), source=source, device=device,  # type: ignore[arg-type]
+        key=address.key, problem=loaded.model_dump(mode="json"), source=source, device=device,
         eval_settings=eval_settings.model_dump(mode="json"), use_cache=use_cache,
         wait_for_baselines=wait_for_baselines, profile=profile,
     )

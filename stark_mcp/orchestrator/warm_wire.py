@@ -14,6 +14,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
+from stark_mcp.device import DeviceField
+
 MAX_LINE = 64 * 1024 * 1024  # a candidate's source and a problem's, with room
 
 
@@ -30,7 +32,7 @@ class EvaluateRequest(Message):
     key: str = Field(min_length=1, max_length=64)
     problem: dict[str, Any]  # a Problem's fields, validated by the daemon as a Problem
     source: str
-    device: Literal["auto", "cpu", "cuda"]
+    device: DeviceField
     eval_settings: dict[str, Any]  # EvalSettings' fields, validated by the daemon
     use_cache: bool = True
     wait_for_baselines: bool = True

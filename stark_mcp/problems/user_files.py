@@ -87,16 +87,17 @@ def _package_of(path: Path, roots: list[Path]) -> list[str] | None:
     return None
 
 
-def user_files(roots: Iterable[str], texts: Iterable[str]) -> dict[str, str]:
+def user_files(roots: Iterable[str], texts: Iterable[str | ast.Module]) -> dict[str, str]:
     """Label (the file's path under its root, e.g. ``mylib/layers.py``) -> digest of every file under
-    ``roots`` that ``texts`` import, directly or through each other."""
+    ``roots`` that ``texts`` import, directly or through each other. A text may come parsed already
+    (a candidate's one parse)."""
     root_paths = [Path(r) for r in roots]
     if not root_paths:
         return {}
     queue: list[Path] = []
     for text in texts:
         try:
-            tree = python_ast.parse(text)
+            tree = text if isinstance(text, ast.Module) else python_ast.parse(text)
         except (SyntaxError, ValueError):
             continue
         for module in _imported(tree, None):

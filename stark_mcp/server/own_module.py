@@ -13,6 +13,7 @@ from mcp.server.mcpserver.prompts.base import UserMessage
 from mcp.types import ToolAnnotations
 from pydantic import Field
 
+from stark_mcp.device import DEVICE_NAMES
 from stark_mcp.orchestrator.own_module import (
     CreatedProblem,
     WouldOverwrite,
@@ -96,7 +97,7 @@ async def create_problem(
     overwrite: Annotated[bool, Field(description="replace an existing different file")] = False,
     device: Annotated[
         str | None,
-        Field(description="where to run it once: auto, cuda or cpu (default: the server's STARK_DEVICE)"),
+        Field(description=f"where to run it once: {DEVICE_NAMES} (default: the server's STARK_DEVICE)"),
     ] = None,
 ) -> ProblemCreated:
     """Make a problem from the user's own nn.Module class or function: imports the target from the

@@ -15,6 +15,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ToolAnnotations
 from pydantic import Field
 
+from stark_mcp.device import DEVICE_NAMES
 from stark_mcp.llm import MissingAPIKey
 from stark_mcp.orchestrator.export import ExportedKernel
 from stark_mcp.orchestrator.limits import Limits
@@ -66,7 +67,7 @@ ProblemArg = Annotated[
                "allows problem sources")
 ]
 DeviceArg = Annotated[
-    str | None, Field(description="auto, cuda or cpu (default: the server's STARK_DEVICE, else auto)")
+    str | None, Field(description=f"{DEVICE_NAMES} (default: the server's STARK_DEVICE, else auto)")
 ]
 RoleArg = Annotated[str, Field(description="plan, code or debug")]
 PlanForCode = Annotated[

@@ -129,7 +129,7 @@ def test_pairs_are_problem_major_with_ablations_after_the_named_strategies(tmp_p
         ({"strategies": []}, BenchError, "no strategy to run"),
         ({"language": "rust"}, BenchError, "--language must be one of cuda, triton, cpp"),
         ({"budget": 0}, BenchError, "--budget must be between 1"),
-        ({"device": "tpu"}, BenchError, "--device must be one of"),
+        ({"device": "tpu"}, BenchError, "--device must be auto, cpu or cuda, not .tpu."),
         ({"parallel": -1}, BenchError, "--parallel must be 0"),
         ({"pairs_at_once": -2}, BenchError, "--pairs-at-once must be 0 .* got -2"),
         ({"eval_settings": EvalSettings(baselines=("compile_default",))}, BenchError, "must include eager"),

@@ -367,7 +367,7 @@ async def test_device_resolution(cache_dir) -> None:
     async with Evaluator(cache_dir, FAST, toolchain_dir=shared_toolchain()) as ev:
         assert await ev.resolve_device("cpu") == "cpu"
         assert await ev.resolve_device("auto") == ("cuda" if torch.cuda.is_available() else "cpu")
-        with pytest.raises(EvaluatorError, match="unknown device"):
+        with pytest.raises(EvaluatorError, match="device must be auto, cpu or cuda, not .tpu."):
             await ev.resolve_device("tpu")
         if not torch.cuda.is_available():
             with pytest.raises(EvaluatorError, match="no CUDA device"):

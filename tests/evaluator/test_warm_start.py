@@ -40,7 +40,7 @@ async def test_an_uncached_evaluation_starts_its_worker_before_checking_the_cand
     """No build to hide it under: the worker's start is asked for as soon as the cache has no verdict,
     so it runs beside the dependencies, static checks and staging (a fresh ``eval --no-cache`` of a
     built candidate paid them, then the whole start, in series); a cached verdict starts nothing."""
-    from stark_mcp.evaluator import parent_devices, parent_evaluation
+    from stark_mcp.evaluator import candidate, parent_devices
     from stark_mcp.evaluator.static_checks import StaticResult
 
     settings = EvalSettings(baselines=("eager",), min_time_s=0.005, max_time_s=0.3)
@@ -50,12 +50,12 @@ async def test_an_uncached_evaluation_starts_its_worker_before_checking_the_cand
     async with Evaluator(tmp_path / "cache", settings, toolchain_dir=shared_toolchain()) as ev:
         pool = await ev.worker_pool("cpu")
 
-        def check(text: str) -> StaticResult:
+        def check(text: str, parsed: object = None) -> StaticResult:
             held.append([slot.job for slot in pool.live])  # what the device slots are doing by now
-            return real(text)
+            return real(text, parsed)
 
-        real = parent_evaluation.check_candidate
-        monkeypatch.setattr(parent_evaluation, "check_candidate", check)
+        real = candidate.check_candidate  # what the evaluation's Candidate checks its source with
+        monkeypatch.setattr(candidate, "check_candidate", check)
         evaluation = await ev.evaluate(problem, source, device="cpu")
         leases = len(pool.history)
         cached = await ev.evaluate(problem, source, device="cpu")

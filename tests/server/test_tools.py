@@ -109,7 +109,7 @@ async def test_create_run_refuses_bad_input_and_records_nothing(served: Served, 
         )
         assert "budget" in error_text(await client.call_tool("create_run",
             {"problem": str(PROBLEM), "budget": 0}))
-        assert "use auto, cpu or cuda" in error_text(
+        assert "device must be auto, cpu or cuda, not 'tpu'" in error_text(
             await client.call_tool("create_run", {"problem": str(PROBLEM), "device": "tpu"})
         )
         huge = PROBLEM.read_text() + "#" * (MAX_SOURCE_BYTES + 1)
