@@ -106,11 +106,13 @@ class HeldProfiler(SlowProfiler):
     async def evaluate(self, problem, source, device="auto", settings=None, progress=None, use_cache=True,
                        wait_for_baselines=True):
         self.evaluated_with.append(settings)
+        source = getattr(source, "source", source)  # RunService hands executors a Candidate
         status = Status.PASSED if source == FUSED else Status.WRONG_OUTPUT
         return Evaluation(status=status, runtime=_root().runtime if status is Status.PASSED else None,
                           device="cuda", problem_hash=problem.hash, source_hash=source_hash(source))
 
     async def profile(self, problem, source, device="auto", settings=None, progress=None):
+        source = getattr(source, "source", source)
         self.calls.append(source)
         await self.release.wait()
         return profiles.unavailable(f"profile of {source_hash(source)[:8]}")

@@ -133,8 +133,11 @@ def test_run_interrupted_with_ctrl_c_then_resumed_writes_kernel_and_summary(tmp_
     assert talk.returncode == 0 and "generalist agent" in talk.stdout and sources[1].strip() in talk.stdout
 
     target = tmp_path / "n1.py"
-    exported = subprocess.run([*CLI, "export", run_id, "--node", "n1", "--out", str(target)], env=env,
-                              capture_output=True, text=True, timeout=60)
+    # --no-verify: this test is about what a resumed run recorded; re-timing a kernel of this tiny
+    # problem on a loaded CI machine can fall outside the verify tolerance (tests/orchestrator/test_verify.py
+    # covers export's verification on a problem whose speedup is stable).
+    exported = subprocess.run([*CLI, "export", run_id, "--node", "n1", "--out", str(target), "--no-verify"],
+                              env=env, capture_output=True, text=True, timeout=60)
     assert exported.returncode == 0, exported.stderr
     assert sources[0].strip() in target.read_text()
     missing = subprocess.run([*CLI, "export", run_id, "--node", "n9", "--out", str(target)], env=env,

@@ -246,7 +246,9 @@ async def test_the_export_swaps_into_the_users_model_with_its_weights_and_output
     # The CLI writes the same drop-in as the tool.
     path = flow.project / "src" / "mylib" / "fast_mlp.py"
     path.unlink()
-    command = [sys.executable, "-m", "stark_mcp", "export", flow.run_id, "--out", str(path)]
+    # --no-verify: the drop-in is the subject here; export's verification (a re-timing, which a loaded
+    # machine can push outside its tolerance) is tests/orchestrator/test_verify.py's.
+    command = [sys.executable, "-m", "stark_mcp", "export", flow.run_id, "--out", str(path), "--no-verify"]
     cli = await anyio.run_process(command, env={**os.environ, "STARK_HOME": str(flow.home)}, check=False)
     assert cli.returncode == 0, cli.stderr.decode()
     exported = flow.results["export"]
