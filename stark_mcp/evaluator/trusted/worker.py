@@ -4,18 +4,9 @@ One per device, kept warm by the parent: torch imported, the device initialized,
 (each in its reference jail, which holds the problem's code and its reference models), and a
 baseline runner per problem. It never runs a candidate's code, nor the problem's: it starts jails for
 both and talks to them through frames and shared memory. Commands arrive as frames on
-IN_FD; answers (and progress) leave as frames on OUT_FD:
-
-  {"cmd": "load", "key", "name", "path", "settings", "hidden": [...], "visible": [...]}
-      -> {"kind": "loaded", "shapes": [...], "fp64": bool} | {"kind": "problem_error", ...}
-  {"cmd": "evaluate", "id", "key", "job": {"source_path", "build_dir", "build_in_place", "deferred"},
-   "settings"} -> {"kind": "progress", "phase"}* then {"kind": "result", ...}
-  {"cmd": "baseline", "key", "name", "settings"} -> {"kind": "baseline", ...}
-  {"cmd": "profile", "key", "settings", "job" | "reference": true, "fallback"} -> {"kind": "profile", ...}
-  {"cmd": "sanitize", "key", "settings", "job"} -> {"kind": "sanitized", "report", "reason", "seconds"}
-  {"cmd": "sol_counts", "key"} -> {"kind": "sol_counts", "shapes": [...]} | {"kind": "sol_missing", ...}
-  {"cmd": "calibrate"} -> {"kind": "calibrated", ...} | {"kind": "sol_missing", "message"}
-  {"cmd": "shutdown"}
+IN_FD; answers (and progress) leave as frames on OUT_FD. Every command and answer is a record of
+``common/wire.py`` (which lists them, with what each carries); a command is dispatched by its record
+type (``HANDLERS``), and one that is unknown or malformed is answered ``InfraError`` with the reason.
 
 Standard library and torch only.
 """
@@ -29,13 +20,15 @@ import sys
 import tempfile
 import time
 import traceback
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from stark_mcp.evaluator.common import frames
+from stark_mcp.evaluator.common import frames, wire
 from stark_mcp.evaluator.common.outside_tools import TOOLS, ToolPaths
+from stark_mcp.evaluator.common.wire import GPU_SPIN_S, WorkerSettings
 from stark_mcp.evaluator.sandbox import jail_dirs
 from stark_mcp.evaluator.sandbox.cgroups import remove_own, sweep_stale
 from stark_mcp.evaluator.sandbox.env import scrub_env
@@ -62,11 +55,6 @@ from stark_mcp.evaluator.trusted.reference_jail import ReferenceJail
 from stark_mcp.evaluator.trusted.runners import RunnerDied, RunnerHandle, RunnerTimeout
 from stark_mcp.evaluator.trusted.session import InfraError, Session
 
-GPU_SPIN_S = 0.005  # spin this long before sleeping on a doorbell: wake-ups inside the bracket cost us
-# ~100 us of GPU sleep (at boost clock), launched first thing after GO: the runner's Python (views,
-# launches, describing and publishing the outputs) then overlaps with device time, so the bracket
-# measures the device, not the interpreter, and the forward's launch latency stays outside its events.
-GPU_SLEEP_CYCLES = 200_000
 MEMORY_SHARE = 0.9  # a problem needing more of the device's memory than this is refused up front
 # Reference jails kept running (the least recently used beyond this are suspended, and started again
 # when their problem is next used): each holds its models and, on a GPU, a CUDA context of its own.
@@ -102,9 +90,9 @@ ALLOCATOR_ENV = {
 }
 
 
-def json_key(settings: dict[str, Any]) -> str:
+def json_key(settings: WorkerSettings) -> str:
     """What a spare's jail depends on: the settings that shape its environment."""
-    return f"{settings.get('cpu_threads', 1)}"
+    return f"{settings.cpu_threads}"
 
 
 def _chown_tree(path: str, uid: int | None) -> None:
@@ -182,16 +170,16 @@ class Worker:
         self.hidden: list[str] = []
         self.visible: list[str] = []
         self.spares: list[Spare] = []
-        self.spares_wanted: dict[str, Any] | None = None  # the settings of the next spares, once idle
+        self.spares_wanted: WorkerSettings | None = None  # the settings of the next spares, once idle
         self._zygote = zygote  # set only in a worker the zygote forked (SandboxPolicy.fork)
 
-    def send(self, frame: dict[str, Any]) -> None:
-        frames.send(self.out_fd, frame)
+    def send(self, answer: wire.Answer) -> None:
+        frames.send(self.out_fd, answer.to_frame())
 
     # -- jails ---------------------------------------------------------------------------------------
-    def jail_spec(self, name: str, settings: dict[str, Any], build: Mount | None = None) -> JailSpec:
+    def jail_spec(self, name: str, settings: WorkerSettings, build: Mount | None = None) -> JailSpec:
         env = scrub_env(os.environ, ALLOCATOR_ENV)
-        threads = int(settings.get("cpu_threads", 1))
+        threads = settings.cpu_threads
         if not self.cuda and threads > 0:
             env.update(OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads))
         if build is not None:
@@ -216,7 +204,7 @@ class Worker:
             argv=[],
             env=env,
             name=name,
-            memory_max=int(settings.get("jail_memory_bytes") or 0) or None,
+            memory_max=settings.jail_memory_bytes or None,
             gpu=self.gpu_index if self.cuda else None,
             cpus=cpus,
             hidden=list(self.hidden),
@@ -233,23 +221,23 @@ class Worker:
         return self._zygote
 
     # -- commands ------------------------------------------------------------------------------------
-    def load(self, cmd: dict[str, Any]) -> None:
-        key = str(cmd["key"])
-        self.hidden = [str(p) for p in cmd.get("hidden", [])]
-        self.visible = [str(p) for p in cmd.get("visible", [])]
+    def load(self, cmd: wire.LoadCommand) -> None:
+        key = cmd.key
+        self.hidden = list(cmd.hidden)
+        self.visible = list(cmd.visible)
         if key in self.problems:
             self.send(self._loaded(self.problems[key].problem))
             return
         job_dir = tempfile.mkdtemp(prefix="problem-", dir=self.workdir)
-        shutil.copyfile(cmd["path"], os.path.join(job_dir, "problem.py"))
+        shutil.copyfile(cmd.path, os.path.join(job_dir, "problem.py"))
         os.chmod(job_dir, 0o755)
-        settings = _session_settings(dict(cmd.get("settings") or {}), self.cuda)
+        settings = cmd.settings
         early = self._start_early(job_dir, settings)
         self._suspend_references(OPEN_REFERENCES - 1)
         reference_dir = tempfile.mkdtemp(prefix="reference-", dir=self.workdir)
         problem: LoadedProblem | None = None
         try:
-            problem = self._start_reference(key, str(cmd["name"]), job_dir, reference_dir, settings)
+            problem = self._start_reference(key, cmd.name, job_dir, reference_dir, settings)
             problem.on_sizes = self._size_check
             problem.load()
             # The constructor arguments and RNG state the jail saved: copied for the runners, who
@@ -268,9 +256,7 @@ class Worker:
                 self._exhausted(exc)
                 return
             fail = exc if isinstance(exc, ProblemFailure) else ProblemFailure("init", f"{exc}")
-            self.send(
-                {"kind": "problem_error", "step": fail.step, "message": fail.message, "traceback": fail.tb}
-            )
+            self.send(wire.ProblemError(step=fail.step, message=fail.message, traceback=fail.tb))
             return
         give_back_cached(self.device)  # the exchange of the shape probes' copies is garbage now
         state = self.problems[key] = ProblemState(problem, job_dir, reference_dir)
@@ -282,7 +268,7 @@ class Worker:
         self.send(self._loaded(problem))
 
     def _start_reference(
-        self, key: str, name: str, job_dir: str, reference_dir: str, settings: dict[str, Any]
+        self, key: str, name: str, job_dir: str, reference_dir: str, settings: WorkerSettings
     ) -> LoadedProblem:
         """The problem's reference jail, started the way its baseline runner is: its own copy of the
         problem (read-only) and a folder it may write its init file to; the problem's import roots
@@ -308,10 +294,8 @@ class Worker:
                 raise ProblemFailure("start", f"the problem's reference jail did not start: {exc}") from None
             return jail
 
-        load_s = float(settings.get("load_timeout_s", 120))
-        call_s = max(
-            float(settings.get("timing_timeout_s", 180)), float(settings.get("correctness_timeout_s", 120))
-        )
+        load_s = settings.load_timeout_s
+        call_s = max(settings.timing_timeout_s, settings.correctness_timeout_s)
         request = {
             "path": f"{inside_path(self.info.level, mounts[0])}/problem.py",
             "module": f"stark_problem_{key}",
@@ -341,7 +325,7 @@ class Worker:
             self._suspend_references(OPEN_REFERENCES - 1, state)
             state.problem.reopen()
 
-    def _start_early(self, job_dir: str, settings: dict[str, Any]) -> tuple[RunnerHandle, str] | None:
+    def _start_early(self, job_dir: str, settings: WorkerSettings) -> tuple[RunnerHandle, str] | None:
         """Start the problem's eager runner and a spare candidate runner now, while the problem loads
         here: their start-up (a fork, torch's and the CUDA context's initialisation: ~0.3-1 s each on
         an H200) overlaps the load instead of following it inside the first evaluation. Where the
@@ -359,13 +343,10 @@ class Worker:
         except Exception:  # noqa: BLE001 - started later, where a failure is reported
             return None
 
-    def _loaded(self, problem: LoadedProblem) -> dict[str, Any]:
-        return {
-            "kind": "loaded",
-            "shapes": [s.label for s in problem.shapes],
-            "fp64": problem.fp64,
-            "fp64_note": problem.fp64_note,
-        }
+    def _loaded(self, problem: LoadedProblem) -> wire.Loaded:
+        return wire.Loaded(
+            shapes=[s.label for s in problem.shapes], fp64=problem.fp64, fp64_note=problem.fp64_note
+        )
 
     def _size_check(self, problem: LoadedProblem) -> None:
         """Refuse up front what cannot fit; drop the float64 reference (flagged) when only it does not.
@@ -419,7 +400,7 @@ class Worker:
     def baseline_driver(
         self,
         state: ProblemState,
-        settings: dict[str, Any],
+        settings: WorkerSettings,
         compile_mode: str | None = None,
         timeout: float = 300.0,
     ) -> Driver:
@@ -440,10 +421,10 @@ class Worker:
             "shapes": driver.shapes_setup(),
             "compile": compile_mode,
             "timing": {
-                "sleep_cycles": int(_session_settings(settings, self.cuda)["sleep_cycles"]),
+                "sleep_cycles": settings.sleep_cycles,
                 "spin_s": _spin(self.cuda),
             },
-            "threads": int(settings.get("cpu_threads", 1)),
+            "threads": settings.cpu_threads,
             "poison": False,
             "sys_path": self.visible,
         }
@@ -461,7 +442,7 @@ class Worker:
             )
         return driver
 
-    def _early_runner(self, state: ProblemState, settings: dict[str, Any]) -> RunnerHandle | None:
+    def _early_runner(self, state: ProblemState, settings: WorkerSettings) -> RunnerHandle | None:
         """The eager runner started while the problem loaded, if it lives and fits ``settings``."""
         early, state.early_baseline = state.early_baseline, None
         if early is None:
@@ -492,7 +473,7 @@ class Worker:
             other.problem.suspend()  # its reference jail holds its models (and a CUDA context)
             self._memory_settled()
 
-    def _exhausted(self, exc: ResourceExhausted, eval_id: Any = None) -> None:
+    def _exhausted(self, exc: ResourceExhausted, eval_id: str | None = None) -> None:
         """Out of memory in the problem's own code (in its reference jail) or in this worker's copies:
         an infrastructure fault (the parent retries it on a fresh worker), never the problem's; what
         this worker kept warm is let go first, the reference jails' memory with it."""
@@ -505,15 +486,14 @@ class Worker:
         held = _large_tensors()
         self._memory_settled()
         free = self._free_bytes() / (1 << 30)
-        frame = {
-            "kind": "infra_error",
-            "message": f"out of memory in the trusted worker or a reference jail ({exc}); "
-            f"{free:.1f} GiB free after letting go "
-            f"of the problems it kept warm; it held {held or 'no tensor of 1 GiB or more'}",
-        }
-        if eval_id is not None:
-            frame["id"] = eval_id
-        self.send(frame)
+        self.send(
+            wire.InfraError(
+                id=eval_id,
+                message=f"out of memory in the trusted worker or a reference jail ({exc}); "
+                f"{free:.1f} GiB free after letting go "
+                f"of the problems it kept warm; it held {held or 'no tensor of 1 GiB or more'}",
+            )
+        )
 
     def _total_bytes(self) -> int:
         """What the device has in all: the GPU's memory, or the host's available memory."""
@@ -524,7 +504,7 @@ class Worker:
     def _free_bytes(self) -> int:
         return free_bytes(self.device)
 
-    def eager(self, state: ProblemState, settings: dict[str, Any]) -> Driver:
+    def eager(self, state: ProblemState, settings: WorkerSettings) -> Driver:
         self._make_room(state)
         if state.baseline is None or not state.baseline.runner.alive():
             if state.baseline is not None:
@@ -532,13 +512,13 @@ class Worker:
             state.baseline = self.baseline_driver(state, settings)
             for shape in range(len(state.problem.shapes)):
                 for _ in range(3):
-                    state.baseline.call(shape, float(settings.get("timing_timeout_s", 180)))
+                    state.baseline.call(shape, settings.timing_timeout_s)
             state.baseline.release_last()
         return state.baseline
 
     # -- spares --------------------------------------------------------------------------------------
     def spawn_runner(
-        self, settings: dict[str, Any], tool: profiling.Tool | None = None, ahead: bool = False
+        self, settings: WorkerSettings, tool: profiling.Tool | None = None, ahead: bool = False
     ) -> Spare:
         """A candidate runner started now: jailed, torch imported, waiting for its work. With
         ``tool``, the tool is the jail's command around it and writes its report under ``out``.
@@ -576,7 +556,7 @@ class Worker:
         )
         return Spare(runner, folder, job, build, list(self.visible), json_key(settings), out)
 
-    def _take_spare(self, settings: dict[str, Any]) -> Spare:
+    def _take_spare(self, settings: WorkerSettings) -> Spare:
         while self.spares:
             spare = self.spares.pop(0)
             if (
@@ -600,7 +580,7 @@ class Worker:
         by 35-65% on an H100. Not for problems whose inputs fill the device (one more CUDA context)."""
         return self.cuda and bool(spare_cores()) and self._slots(state.problem) > 1
 
-    def _want_spares(self, settings: dict[str, Any]) -> None:
+    def _want_spares(self, settings: WorkerSettings) -> None:
         """Start the spares for ``settings`` once the worker is idle (``serve``, SPARE_IDLE_S)."""
         self.spares_wanted = settings
 
@@ -615,44 +595,37 @@ class Worker:
             pass
 
     # -- evaluation ----------------------------------------------------------------------------------
-    def evaluate(self, cmd: dict[str, Any]) -> None:
-        eval_id = cmd["id"]
-        state = self.problems.get(str(cmd["key"]))
+    def evaluate(self, cmd: wire.EvaluateCommand) -> None:
+        eval_id = cmd.id
+        state = self.problems.get(cmd.key)
         if state is None:
-            self.send({"kind": "infra_error", "id": eval_id, "message": "problem not loaded"})
+            self.send(wire.InfraError(id=eval_id, message="problem not loaded"))
             return
-        settings = _session_settings(cmd["settings"], self.cuda)
+        settings = cmd.settings
         started = time.monotonic()
         spare = self._take_spare(settings)
         try:
             self._ready(state)
-            job = self.stage(state, spare, cmd)
+            job = self.stage(state, spare, cmd.job)
             baseline = self.eager(state, settings)
-            baseline.bracket_after_inputs = bool(settings["bracket_after_inputs"])
+            baseline.bracket_after_inputs = settings.bracket_after_inputs
             session = Session(
                 state.problem,
                 baseline,
                 self.tools,
                 settings,
-                lambda phase: self.send({"kind": "progress", "id": eval_id, "phase": phase}),
+                lambda phase: self.send(wire.Progress(id=eval_id, phase=phase)),
             )
             setup_s = time.monotonic() - started
             result = session.run(spare.runner, job)
             result["phase_seconds"]["worker_setup"] = round(setup_s, 3)
-            result.update(kind="result", id=eval_id, isolation=self.info.level, isolation_note=self.info.note)
-            self.send(result)
-        except ProblemFailure as fail:
             self.send(
-                {
-                    "kind": "problem_error",
-                    "id": eval_id,
-                    "step": fail.step,
-                    "message": fail.message,
-                    "traceback": fail.tb,
-                }
+                wire.Result(id=eval_id, isolation=self.info.level, isolation_note=self.info.note, **result)
             )
+        except ProblemFailure as fail:
+            self.send(wire.ProblemError(id=eval_id, step=fail.step, message=fail.message, traceback=fail.tb))
         except InfraError as exc:
-            self.send({"kind": "infra_error", "id": eval_id, "message": str(exc)})
+            self.send(wire.InfraError(id=eval_id, message=str(exc)))
         except ResourceExhausted as exc:
             self._exhausted(exc, eval_id)
         except torch.OutOfMemoryError as exc:  # our own copies, comparisons: the machine, not a verdict
@@ -662,7 +635,7 @@ class Worker:
             self._memory_settled()
             self._next_spare(state, settings)
 
-    def _next_spare(self, state: ProblemState, settings: dict[str, Any]) -> None:
+    def _next_spare(self, state: ProblemState, settings: WorkerSettings) -> None:
         """Where spares warm ahead (``_warm_ahead``), the next one starts as soon as an evaluation is
         over: its start-up (a CUDA context on the same device, Triton) never overlaps a timed call.
         Started when the evaluation began, a forked spare's CUDA context came up in the middle of a
@@ -675,17 +648,16 @@ class Worker:
         except Exception:  # noqa: BLE001 - the next evaluation starts its own runner and reports why not
             pass
 
-    def stage(self, state: ProblemState, spare: Spare, cmd: dict[str, Any]) -> dict[str, Any]:
-        """Give a started runner its files (the candidate, or the problem for ``reference``, the
+    def stage(self, state: ProblemState, spare: Spare, job: wire.Job | None) -> dict[str, Any]:
+        """Give a started runner its files (the candidate, or the problem when ``job`` is None, the
         constructor arguments, the candidate's build) and say where it sees them."""
-        job = dict(cmd.get("job") or {})
-        if cmd.get("reference"):
+        if job is None:
             shutil.copyfile(os.path.join(state.job_dir, "problem.py"), os.path.join(spare.job, "problem.py"))
         else:
-            shutil.copyfile(job["source_path"], os.path.join(spare.job, "candidate.py"))
+            shutil.copyfile(job.source_path, os.path.join(spare.job, "candidate.py"))
         shutil.copyfile(os.path.join(state.job_dir, "init.pt"), os.path.join(spare.job, "init.pt"))
-        build_dir = job.get("build_dir")
-        if job.get("build_in_place") and build_dir:
+        build_dir = job.build_dir if job is not None else None
+        if job is not None and job.build_in_place and build_dir:
             build = build_dir
         else:
             build = spare.build
@@ -697,7 +669,7 @@ class Worker:
         return {
             "job": "/tmp/job" if sandbox else spare.job,
             "slots": self._slots(state.problem),
-            "deferred": bool(job.get("deferred")),
+            "deferred": job is not None and job.deferred,
             "env": {
                 "TORCH_EXTENSIONS_DIR": inside_build,
                 "TRITON_CACHE_DIR": f"{inside_build}/triton",
@@ -713,58 +685,61 @@ class Worker:
         self._memory_settled()
 
     # -- after the evaluation: outside tools (trusted/profiling.py) ------------------------------------
-    def profile(self, cmd: dict[str, Any]) -> None:
+    def profile(self, cmd: wire.ProfileCommand) -> None:
         """Nsight Compute's counters for one forward of a candidate (or the reference)."""
-        state = self.problems[str(cmd["key"])]
-        settings = _session_settings(cmd["settings"], self.cuda)
+        state = self.problems[cmd.key]
+        settings = cmd.settings
         self._ready(state)
         try:
             self.send(profiling.profile(self, state, cmd, settings))
         finally:
             self._want_spares(settings)
 
-    def sanitize(self, cmd: dict[str, Any]) -> None:
+    def sanitize(self, cmd: wire.SanitizeCommand) -> None:
         """compute-sanitizer's first report on a candidate that failed with a memory error."""
-        state = self.problems[str(cmd["key"])]
-        settings = _session_settings(cmd["settings"], self.cuda)
+        state = self.problems[cmd.key]
+        settings = cmd.settings
         self._ready(state)
         try:
             self.send(profiling.sanitize(self, state, cmd, settings))
         finally:
             self._want_spares(settings)
 
-    def sol_counts(self, cmd: dict[str, Any]) -> None:
+    def sol_counts(self, cmd: wire.SolCountsCommand) -> None:
         """The reference's bytes and FLOPs per shape: the problem's floor (docs/sol.md). Never a
         worker fault: a problem whose forward cannot be counted just has no floor."""
-        state = self.problems[str(cmd["key"])]
+        state = self.problems[cmd.key]
+        answer: wire.Answer
         try:
             self._ready(state)
-            answer = state.problem.sol_counts()
+            # the reference jail's answer, read as the wire's (its counts are checked by the parent)
+            answer = wire.decode_answer(state.problem.sol_counts(), (wire.SolCounts, wire.SolMissing))
         except Exception as exc:  # noqa: BLE001 - the problem's own code failed, in its jail
-            answer = {"kind": "sol_missing", "message": f"{type(exc).__name__}: {exc}"[:1500]}
+            answer = wire.SolMissing(message=f"{type(exc).__name__}: {exc}"[:1500])
         finally:
             give_back_cached(self.device)
         self.send(answer)
 
-    def calibrate(self, cmd: dict[str, Any]) -> None:
+    def calibrate(self, cmd: wire.CalibrateCommand) -> None:
         """Measure this device's peaks (bandwidth, FP32, tensor cores) with no runner alive."""
+        answer: wire.Answer
         try:
-            answer = sol_calibrate.measure(self.device)
+            answer = wire.Calibrated.from_frame(sol_calibrate.measure(self.device))
         except Exception as exc:  # noqa: BLE001 - the parent falls back to the datasheet
-            answer = {"kind": "sol_missing", "message": f"{type(exc).__name__}: {exc}"[:1500]}
+            answer = wire.SolMissing(message=f"{type(exc).__name__}: {exc}"[:1500])
         finally:
             give_back_cached(self.device)
         self.send(answer)
 
-    def baseline(self, cmd: dict[str, Any]) -> None:
+    def baseline(self, cmd: wire.BaselineCommand) -> None:
         """Time ``name`` (a torch.compile mode) beside eager, in its own runner."""
-        name = str(cmd["name"])
-        state = self.problems[str(cmd["key"])]
-        settings = _session_settings(cmd["settings"], self.cuda)
+        name = cmd.name
+        state = self.problems[cmd.key]
+        settings = cmd.settings
         try:
             self._ready(state)
         except (ProblemFailure, ResourceExhausted) as exc:
-            self.send({"kind": "baseline_missing", "name": name, "message": f"{name} failed: {exc}"[:3000]})
+            self.send(wire.BaselineMissing(name=name, message=f"{name} failed: {exc}"[:3000]))
             return
         modes = {
             "compile_default": "default",
@@ -772,14 +747,14 @@ class Worker:
             "compile_max_autotune_no_cudagraphs": "max-autotune-no-cudagraphs",
         }
         if name == "eager":
-            self.send({"kind": "baseline", "name": name, **self._time_eager(state, settings)})
+            self.send(wire.Baseline(name=name, mode="eager", shapes=self._time_eager(state, settings)))
             return
         if name not in modes:
-            self.send({"kind": "baseline_missing", "name": name, "message": f"unknown baseline {name!r}"})
+            self.send(wire.BaselineMissing(name=name, message=f"unknown baseline {name!r}"))
             return
         driver = None
         try:
-            timeout = float(settings.get("baseline_timeout_s", 900))
+            timeout = settings.baseline_timeout_s
             driver = self.baseline_driver(state, settings, modes[name], timeout)
             eager = self.eager(state, settings)
             started = time.monotonic()
@@ -793,14 +768,12 @@ class Worker:
             for shape in range(len(state.problem.shapes)):
                 mode_s, eager_s = timing.Samples(), timing.Samples()
                 spent, t0 = 0, time.monotonic()
-                while spent < int(settings["min_calls"]) or time.monotonic() - t0 < float(
-                    settings["min_time_s"]
-                ):
+                while spent < settings.min_calls or time.monotonic() - t0 < settings.min_time_s:
                     for drv, samples in ((eager, eager_s), (driver, mode_s)):
                         made = drv.call(shape, timeout)
                         samples.add(made.outcome.reported_ns, made.outcome.bracket_ns)
                     spent += 1
-                    if spent >= 3 and time.monotonic() - t0 > float(settings["max_time_s"]):
+                    if spent >= 3 and time.monotonic() - t0 > settings.max_time_s:
                         break
                 shapes.append(
                     {
@@ -810,38 +783,29 @@ class Worker:
                     }
                 )
             eager.release_last()  # the warm eager runner stays; its last call's inputs need not
-            self.send(
-                {
-                    "kind": "baseline",
-                    "name": name,
-                    "shapes": shapes,
-                    "first_calls_s": round(first, 3),
-                    "mode": modes[name],
-                }
-            )
+            first_s = round(first, 3)
+            self.send(wire.Baseline(name=name, mode=modes[name], shapes=shapes, first_calls_s=first_s))
         except (ProblemFailure, InfraError, RunnerDied, RunnerTimeout) as exc:
             log = driver.runner.log.text(1500) if driver is not None and driver.runner.log else ""
-            self.send(
-                {"kind": "baseline_missing", "name": name, "message": f"{name} failed: {exc}\n{log}"[:3000]}
-            )
+            self.send(wire.BaselineMissing(name=name, message=f"{name} failed: {exc}\n{log}"[:3000]))
         finally:
             if driver is not None:
                 driver.close()
             self._memory_settled()
 
-    def _time_eager(self, state: ProblemState, settings: dict[str, Any]) -> dict[str, Any]:
+    def _time_eager(self, state: ProblemState, settings: WorkerSettings) -> list[dict[str, Any]]:
         eager = self.eager(state, settings)
         shapes = []
-        timeout = float(settings.get("timing_timeout_s", 180))
+        timeout = settings.timing_timeout_s
         for shape in range(len(state.problem.shapes)):
             samples = timing.Samples()
             t0 = time.monotonic()
-            while len(samples.reported_ms) < int(settings["min_calls"]) or time.monotonic() - t0 < float(
-                settings["min_time_s"]
+            while len(samples.reported_ms) < settings.min_calls or (
+                time.monotonic() - t0 < settings.min_time_s
             ):
                 made = eager.call(shape, timeout)
                 samples.add(made.outcome.reported_ns, made.outcome.bracket_ns)
-                if len(samples.reported_ms) >= 3 and time.monotonic() - t0 > float(settings["max_time_s"]):
+                if len(samples.reported_ms) >= 3 and time.monotonic() - t0 > settings.max_time_s:
                     break
             shapes.append(
                 {
@@ -851,7 +815,7 @@ class Worker:
                 }
             )
         eager.release_last()
-        return {"shapes": shapes, "mode": "eager"}
+        return shapes
 
     def _memory_settled(self, timeout: float = 10.0) -> None:
         """After a runner is gone, wait until the driver has given its GPU memory back."""
@@ -871,22 +835,25 @@ class Worker:
         while True:
             idle = SPARE_IDLE_S if self.spares_wanted is not None else None
             try:
-                cmd = frames.recv(in_fd, timeout=idle)
+                frame = frames.recv(in_fd, timeout=idle)
             except frames.FrameTimeout:
                 self._start_wanted_spares()
                 continue
-            if cmd is None or cmd.get("cmd") == "shutdown":
+            if frame is None:
                 break
             try:
-                getattr(self, str(cmd["cmd"]))(cmd)
-            except Exception as exc:  # noqa: BLE001 - report, keep serving
+                cmd = wire.decode_command(frame)
+                if isinstance(cmd, wire.ShutdownCommand):
+                    break
+                HANDLERS[type(cmd)](self, cmd)
+            except Exception as exc:  # noqa: BLE001 - report (a malformed command too), keep serving
+                said = frame.get("id")
                 self.send(
-                    {
-                        "kind": "infra_error",
-                        "id": cmd.get("id"),
-                        "message": f"{type(exc).__name__}: {exc}",
-                        "traceback": traceback.format_exc()[-4000:],
-                    }
+                    wire.InfraError(
+                        id=said if isinstance(said, str) else None,
+                        message=f"{type(exc).__name__}: {exc}",
+                        traceback=traceback.format_exc()[-4000:],
+                    )
                 )
         for state in self.problems.values():
             if state.baseline is not None:
@@ -899,6 +866,18 @@ class Worker:
             self._zygote.close()
         if self.info.cgroup:
             remove_own(self.info.cgroup)
+
+
+# Each command's record type and the method that serves it (the record names the command on the wire).
+HANDLERS: dict[type[wire.Command], Callable[[Worker, Any], None]] = {
+    wire.LoadCommand: Worker.load,
+    wire.EvaluateCommand: Worker.evaluate,
+    wire.BaselineCommand: Worker.baseline,
+    wire.ProfileCommand: Worker.profile,
+    wire.SanitizeCommand: Worker.sanitize,
+    wire.SolCountsCommand: Worker.sol_counts,
+    wire.CalibrateCommand: Worker.calibrate,
+}
 
 
 def input_slots(inputs: int, total: int) -> int:
@@ -932,46 +911,6 @@ def _drop_early(state: ProblemState) -> None:
         state.early_baseline = None
 
 
-def _session_settings(settings: dict[str, Any], cuda: bool) -> dict[str, Any]:
-    s = dict(settings)
-    s.setdefault("spin_s", _spin(cuda))
-    s.setdefault("sleep_cycles", GPU_SLEEP_CYCLES if cuda else 0)
-    # The timing tolerances come with the settings (EvalSettings.gpu_timing / cpu_timing), never from
-    # defaults here: they change verdicts and times, so they are part of every cache key. Why their
-    # figures are what they are:
-    # The slack is what a shaved report could gain, so it is as small as the measurement allows: a
-    # floor, a share of the figure, and the noise of the overhead estimate (timing.slack_ms). CPU
-    # brackets are the jail's CPU time read through process clocks; the harness's share of a call
-    # (waking, publishing the outputs: 0.1-0.2 ms on the 2-core CI machine) differs between the two
-    # runners by up to ~0.045 ms. GPU brackets are spin-waited wall time with ~0.5 ms of harness a
-    # call on an H100; honest candidates' reports landed from 18 us below to 34 us above the trusted
-    # figure there (docs/benchmarks/adversarial.md). The floors are those differences: below them a
-    # report is believed, so kernels of well under ten times the floor are bounded only loosely.
-    # The CPU share also grows with what the forward streams through the caches, which leaves the
-    # harness cold: an honest two-pass variance (three 2 MB temporaries against the reference's
-    # one) ran its share 0.03-0.16 ms above the reference's, so it is flagged in about one
-    # evaluation in eight (its figure is then the trusted one). A share wide enough to believe it
-    # would let any report gain as much (docs/benchmarks/adversarial.md, 26 Nov, evening).
-    # Past the slack the trusted figure is used whatever the gap; rejecting as forgery needs more: an
-    # honest Triton candidate made mostly of torch calls was 0.12 ms slower on the GPU's trusted clock
-    # than in its own events (tests/gpu/test_gpu_triton.py), so on the GPU only a larger gap is a lie.
-    # On the CPU the two runners' harness shares (0.1-0.7 ms of CPU a call on a 2-core VM) were seen
-    # 0.12-0.13 ms apart for identical code beside a forward of 0.04 ms (CI rejected such candidates
-    # under a 0.1 ms floor, twice in one run): the same floor as the GPU's, and past the whole
-    # calibrated share as well, which grows with the outputs the harness publishes.
-    # GPU: the bracket starts after our input write and L2 flush (large copies, noisy). A candidate
-    # could only use that window with a kernel left spinning on the inputs, which the idle probe
-    # before every baseline block rejects. CPU: the window is CPU time the runner would have to spend.
-    # CPU: at least this many timing blocks per runner, so the drift between blocks is measured
-    # (timing.MIN_BATCHES). GPU: blocks stay as long as 20 ms allows; each adds an idle probe.
-    tolerances = settings.get("gpu_timing" if cuda else "cpu_timing")
-    if isinstance(tolerances, dict):
-        s.update(tolerances)
-    s.setdefault("check_rate", 0.1)
-    s.setdefault("min_timed_checks", 3)
-    return s
-
-
 def main(argv: list[str]) -> None:
     zygote = None
     if argv and argv[-1].startswith(ZYGOTE_FD_ARG):  # forked by the zygote: its connection for jails
@@ -987,16 +926,14 @@ def main(argv: list[str]) -> None:
     if info.cgroup:
         sweep_stale(info.cgroup)
     worker = Worker(out_fd, device, workdir, gpu_index, info, outside, zygote=zygote)
-    frames.send(
-        out_fd,
-        {
-            "kind": "hello",
-            "device": device,
-            "isolation": worker.info.level,
-            "isolation_note": worker.info.note,
-            "pid": os.getpid(),
-            "tools": {name: outside.find(name) for name in TOOLS},
-        },
+    worker.send(
+        wire.Hello(
+            device=device,
+            isolation=worker.info.level,
+            isolation_note=worker.info.note,
+            pid=os.getpid(),
+            tools={name: outside.find(name) for name in TOOLS},
+        )
     )
     worker.serve(in_fd)
 
