@@ -409,7 +409,7 @@ def _builder_key(info: DeviceInfo, isolation: IsolationInfo) -> tuple[str, ...]:
 
 
 def builder_cpus(info: DeviceInfo) -> list[int] | None:
-    """Off the cores a GPU worker and its runners spin on (see trusted/worker.py)."""
+    """Off the cores a GPU worker and its runners spin on (see trusted/worker_device.py, ``jail_spec``)."""
     return (spare_cores() or None) if info.kind == "cuda" else None
 
 

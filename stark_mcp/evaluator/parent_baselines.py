@@ -15,6 +15,7 @@ from typing import Any
 from stark_mcp.device import Device
 from stark_mcp.evaluator import assemble
 from stark_mcp.evaluator.cache import BaselineCache
+from stark_mcp.evaluator.common import wire
 from stark_mcp.evaluator.dependencies import stack_tag
 from stark_mcp.evaluator.errors import EvaluatorError
 from stark_mcp.evaluator.integrity import Integrity
@@ -50,8 +51,8 @@ class ParentBaselines:
         """Import, build the reference, generate inputs for every shape, run it, check it fits."""
         await self._check_import_roots(problem)
         info = await self.devices.device(device)
-        frame = self.devices.problem_frame(problem, self.settings)
-        checked = (str(frame["key"]), info.name)
+        frame = self.devices.problem_frame(problem, info, self.settings)
+        checked = (frame.key, info.name)
         if checked in self._checked:
             return
         answer = await self.devices.pool(info).run(lambda worker: worker.load(frame))
@@ -178,12 +179,13 @@ class ParentBaselines:
             info,
             problem,
             settings,
-            {"cmd": "baseline", "key": problem.hash, "name": name, "settings": settings.worker_dict()},
-            {"baseline", "baseline_missing"},
+            wire.BaselineCommand(key=problem.hash, name=name, settings=settings.worker_settings(info.kind)),
+            {wire.Baseline, wire.BaselineMissing},
             settings.baseline_timeout_s + 120,
         )
-        if answer.get("kind") == "baseline_missing":
-            return {"missing": str(answer.get("message", ""))[:3000]}
+        if isinstance(answer, wire.BaselineMissing):
+            return {"missing": answer.message[:3000]}
+        assert isinstance(answer, wire.Baseline)
         try:
             shapes = [
                 {
@@ -191,15 +193,11 @@ class ParentBaselines:
                     "stats": timing_stats(s["samples_ms"]).model_dump(mode="json"),
                     "eager": timing_stats(s["eager_ms"]).model_dump(mode="json"),
                 }
-                for s in answer["shapes"]
+                for s in answer.shapes
             ]
         except (KeyError, TypeError, ValueError) as exc:
             return {"missing": f"{name}: invalid timing answer: {exc}"}
-        return {
-            "shapes": shapes,
-            "mode": str(answer.get("mode", name)),
-            "first_calls_s": answer.get("first_calls_s"),
-        }
+        return {"shapes": shapes, "mode": answer.mode, "first_calls_s": answer.first_calls_s}
 
 
 def _agrees(entry: dict[str, Any], eager_now: dict[str, float]) -> bool:

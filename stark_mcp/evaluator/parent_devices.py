@@ -12,6 +12,7 @@ from __future__ import annotations
 import ast
 import asyncio
 import contextlib
+import dataclasses
 import json
 import os
 import shutil
@@ -21,6 +22,7 @@ from typing import Any
 
 from stark_mcp.device import Device
 from stark_mcp.evaluator.candidate import Candidate
+from stark_mcp.evaluator.common import wire
 from stark_mcp.evaluator.common.outside_tools import ToolPaths
 from stark_mcp.evaluator.dependencies import dependencies
 from stark_mcp.evaluator.errors import EvaluatorError
@@ -33,7 +35,7 @@ from stark_mcp.evaluator.sandbox.env import scrub_env
 from stark_mcp.evaluator.sandbox.forked import process_zygote
 from stark_mcp.evaluator.sandbox.levels import IsolationInfo, IsolationUnavailable, SandboxPolicy, detect
 from stark_mcp.evaluator.settings import EvalSettings
-from stark_mcp.evaluator.workers import WorkerClient, WorkerCrashed, problem_frame
+from stark_mcp.evaluator.workers import WorkerClient, WorkerCrashed
 from stark_mcp.problems import Problem, ProblemError
 from stark_mcp.problems.user_files import digest_bytes, user_files
 from stark_mcp.records import Dependencies
@@ -158,34 +160,41 @@ class ParentDevices:
             self._tmp_dir = Path(tempfile.mkdtemp(prefix="stark-eval-"))
         return self._tmp_dir
 
-    def problem_frame(self, problem: Problem, settings: EvalSettings) -> dict[str, Any]:
+    def problem_frame(self, problem: Problem, info: DeviceInfo, settings: EvalSettings) -> wire.LoadCommand:
+        """The command that loads ``problem`` on a worker of ``info``'s device."""
         path = self.tmp / f"problem-{problem.hash}.py"
         if not path.exists():
             path.write_text(problem.source, encoding="utf-8")
-        visible = [str(p) for p in getattr(problem, "import_roots", ())]
-        return problem_frame(loaded_key(problem), problem.name, path, settings.worker_dict(), visible)
+        return wire.LoadCommand(
+            key=loaded_key(problem),
+            name=problem.name,
+            path=str(path),
+            settings=settings.worker_settings(info.kind),
+            hidden=list(self.hidden),
+            visible=[str(p) for p in getattr(problem, "import_roots", ())],
+        )
 
     async def command(
         self,
         info: DeviceInfo,
         problem: Problem,
         settings: EvalSettings,
-        frame: dict[str, Any],
-        expect: set[str],
+        frame: wire.Command,
+        expect: set[type[wire.Answer]],
         timeout: float,
         progress: Any = None,
         timings: dict[str, float] | None = None,
-    ) -> dict[str, Any]:
+    ) -> wire.Answer:
         """One worker command on a free worker of the pool, retried on another if its worker crashed."""
 
-        loading = self.problem_frame(problem, settings)
-        if frame.get("key") == problem.hash:  # the problem as loaded with the user's files as they are now
-            frame = {**frame, "key": loading["key"]}
+        loading = self.problem_frame(problem, info, settings)
+        if getattr(frame, "key", None) == problem.hash:  # the problem as loaded with the user's files now
+            frame = dataclasses.replace(frame, key=loading.key)  # type: ignore[type-var]
 
-        async def job(worker: WorkerClient) -> dict[str, Any]:
+        async def job(worker: WorkerClient) -> wire.Answer:
             return await worker.command(
                 frame,
-                expect=expect | {"problem_error"},
+                expect=expect | {wire.ProblemError},
                 timeout=timeout,
                 on_progress=progress,
                 problem=loading,
@@ -224,8 +233,8 @@ class ParentDevices:
         the evaluation's command comes is its ``process_start``; a failure is the evaluation's own
         to report (its command starts or loads again and says why)."""
         pool = self.pool(info)
-        frame = self.problem_frame(problem, settings)
-        key = str(frame["key"])
+        frame = self.problem_frame(problem, info, settings)
+        key = frame.key
         free = [slot for slot in pool.live if not slot.busy]
         if any(slot.handle.loaded.get(key) for slot in free) or not (free or queue):
             return  # a free worker has it loaded already, or none is free to start on it now
@@ -241,19 +250,17 @@ class ParentDevices:
         task.add_done_callback(self.warming.discard)
 
 
-def raise_problem_error(problem: Problem, answer: dict[str, Any]) -> None:
+def raise_problem_error(problem: Problem, answer: wire.Answer) -> None:
     """A worker's ``problem_error`` answer as the ``ProblemError`` it stands for."""
-    if answer.get("kind") == "problem_error":
+    if isinstance(answer, wire.ProblemError):
         raise ProblemError(
-            f"{problem.name}: {answer.get('step')} failed: {answer.get('message')}\n"
-            + str(answer.get("traceback", ""))[-2000:]
+            f"{problem.name}: {answer.step} failed: {answer.message}\n" + answer.traceback[-2000:]
         )
 
 
-def _job_label(frame: dict[str, Any]) -> str:
+def _job_label(frame: wire.Command) -> str:
     """What a worker command is, as a waiting evaluation names it."""
-    cmd = str(frame.get("cmd", "command"))
-    return f"baseline {frame['name']}" if cmd == "baseline" and "name" in frame else cmd
+    return f"baseline {frame.name}" if isinstance(frame, wire.BaselineCommand) else frame.NAME
 
 
 def loaded_key(problem: Problem) -> str:

@@ -19,6 +19,7 @@ from stark_mcp.device import Device
 from stark_mcp.evaluator import assemble
 from stark_mcp.evaluator.cache import ResultCache
 from stark_mcp.evaluator.candidate import Candidate
+from stark_mcp.evaluator.common import wire
 from stark_mcp.evaluator.dependencies import changes, reevaluated_message, stack_tag
 from stark_mcp.evaluator.errors import EvaluatorError
 from stark_mcp.evaluator.integrity import Integrity
@@ -224,16 +225,13 @@ class ParentEvaluation:
             return staged.failure.model_copy(update=base)
         deferred, build_logs = staged.deferred, staged.logs
 
-        async def on_progress(frame: dict[str, Any]) -> None:
-            await note(str(frame.get("phase", "")))
+        async def on_progress(progress: wire.Progress) -> None:
+            await note(progress.phase)
 
-        frame = {
-            "cmd": "evaluate",
-            "id": digest,
-            "key": problem.hash,
-            "settings": s.worker_dict(),
-            "job": staged.job,
-        }
+        assert staged.job is not None  # staged without a failure
+        frame = wire.EvaluateCommand(
+            id=digest, key=problem.hash, settings=s.worker_settings(info.kind), job=staged.job
+        )
         budget = (
             s.load_timeout_s
             + s.correctness_timeout_s
@@ -243,8 +241,10 @@ class ParentEvaluation:
         )
         t0 = time.monotonic()
         timings: dict[str, float] = {}
-        answer = await self.devices.command(info, problem, s, frame, {"result"}, budget, on_progress, timings)
-        result = assemble.parse(answer)
+        answer = await self.devices.command(
+            info, problem, s, frame, {wire.Result}, budget, on_progress, timings
+        )
+        result = assemble.parse(answer.to_frame())
         device_phases = dict(result.phase_seconds)
         # the worker's own start-up of this evaluation (a spare runner, the files it needs)
         worker_setup = device_phases.pop("worker_setup", 0.0)
@@ -294,7 +294,7 @@ class ParentEvaluation:
     ) -> Evaluation:
         """The SOL record and floor check; an evaluation without a floor is left as it is."""
 
-        async def ask(frame: dict[str, Any], expect: set[str], timeout: float) -> dict[str, Any]:
+        async def ask(frame: wire.Command, expect: set[type[wire.Answer]], timeout: float) -> wire.Answer:
             return await self.devices.command(info, problem, s, frame, expect, timeout)
 
         t0 = time.monotonic()
@@ -314,7 +314,7 @@ class ParentEvaluation:
         timed as the eager baseline), or None; never a verdict."""
         info = await self.devices.device(device)
 
-        async def ask(frame: dict[str, Any], expect: set[str], timeout: float) -> dict[str, Any]:
+        async def ask(frame: wire.Command, expect: set[type[wire.Answer]], timeout: float) -> wire.Answer:
             return await self.devices.command(info, problem, self.settings, frame, expect, timeout)
 
         deps = await self.devices.dependencies(problem, info, self.settings)

@@ -14,6 +14,7 @@ from typing import Any
 from stark_mcp.device import Device
 from stark_mcp.evaluator import assemble, profiles
 from stark_mcp.evaluator.candidate import Candidate
+from stark_mcp.evaluator.common import wire
 from stark_mcp.evaluator.common.outside_tools import ToolPaths
 from stark_mcp.evaluator.errors import EvaluatorError
 from stark_mcp.evaluator.parent_devices import ParentDevices
@@ -44,7 +45,7 @@ class ParentProfiles:
         info: DeviceInfo,
         s: EvalSettings,
         note: Callable[[str], Awaitable[None]],
-        job: dict[str, Any],
+        job: wire.Job | None,
         result: assemble.WorkerResult,
         evaluation: Evaluation,
     ) -> dict[str, Any]:
@@ -75,31 +76,30 @@ class ParentProfiles:
         source: str | Candidate | None,
         info: DeviceInfo,
         s: EvalSettings,
-        job: dict[str, Any] | None,
+        job: wire.Job | None,
         listed: list[Any] | None = None,
         label: str = "",
     ) -> ProfileReport:
-        """Nsight Compute's profile through the worker. With ``listed`` (the evaluation's own torch
-        profile) the worker runs no fallback of its own: that list is the fallback."""
+        """Nsight Compute's profile through the worker (of the problem's reference when ``job`` is
+        None). With ``listed`` (the evaluation's own torch profile) the worker runs no fallback of
+        its own: that list is the fallback."""
         started = time.monotonic()
         # Every worker of a host finds the same tools; any that has started says which.
         hellos = [slot.handle.hello for slot in self.devices.pool(info).live if slot.handle.hello]
-        tools = (hellos[0].get("tools") if hellos else None) or {}
+        tools = (hellos[0].tools if hellos else None) or {}
         if listed is not None and not tools.get("ncu"):
             report = profiles.from_kernels(listed, self.tool_paths.missing("ncu"), label)
             return profiles.mark_own(report, source)
-        frame: dict[str, Any] = {
-            "cmd": "profile",
-            "key": problem.hash,
-            "settings": s.worker_dict(),
-            "fallback": listed is None,
-        }
-        frame.update({"reference": True} if job is None else {"job": job})
+        frame = wire.ProfileCommand(
+            key=problem.hash, settings=s.worker_settings(info.kind), fallback=listed is None, job=job
+        )
+        answer: dict[str, Any]
         try:
-            deferred = s.build_timeout_s if job and job.get("deferred") else 0.0
-            answer = await self.devices.command(
-                info, problem, s, frame, {"profile"}, 2 * (s.profile_timeout_s + deferred) + 120
+            deferred = s.build_timeout_s if job and job.deferred else 0.0
+            got = await self.devices.command(
+                info, problem, s, frame, {wire.Profile}, 2 * (s.profile_timeout_s + deferred) + 120
             )
+            answer = got.to_frame()  # profiles.from_answer reads what travels, tolerating any gap
         except EvaluatorError as exc:
             answer = {"source": "none", "reason": f"the profiling worker failed: {exc}", "shape": label}
         seconds = time.monotonic() - started
@@ -110,22 +110,24 @@ class ParentProfiles:
         return report
 
     async def _sanitize_job(
-        self, problem: Problem, info: DeviceInfo, s: EvalSettings, job: dict[str, Any]
+        self, problem: Problem, info: DeviceInfo, s: EvalSettings, job: wire.Job | None
     ) -> str:
         """compute-sanitizer's first report on a candidate that failed with a memory error, or why
         there is none (the debug agent reads it as a log)."""
-        frame = {"cmd": "sanitize", "key": problem.hash, "settings": s.worker_dict(), "job": job}
+        assert job is not None  # a verdict from the device: the candidate was staged
+        frame = wire.SanitizeCommand(key=problem.hash, settings=s.worker_settings(info.kind), job=job)
         try:
-            deferred = s.build_timeout_s if job.get("deferred") else 0.0
+            deferred = s.build_timeout_s if job.deferred else 0.0
             answer = await self.devices.command(
-                info, problem, s, frame, {"sanitized"}, s.sanitize_timeout_s + deferred + 120
+                info, problem, s, frame, {wire.Sanitized}, s.sanitize_timeout_s + deferred + 120
             )
         except EvaluatorError as exc:
             return f"compute-sanitizer could not run: {exc}"[:2000]
-        found = first_report(str(answer.get("report", "")))
+        assert isinstance(answer, wire.Sanitized)
+        found = first_report(answer.report)
         if found:
             return found
-        reason = str(answer.get("reason") or "")
+        reason = answer.reason
         return (
             "compute-sanitizer memcheck reported no error"
             + (f" ({reason})" if reason else "")
@@ -154,7 +156,7 @@ class ParentProfiles:
             if progress is not None:
                 await progress(0.0 if message == "build" else 1.0, 2.0, message)
 
-        job: dict[str, Any] | None = None
+        job: wire.Job | None = None
         if source is not None:
             source = Candidate.of(source)
             static = source.static

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from stark_mcp.evaluator.builds import BuildCache
+from stark_mcp.evaluator.common import wire
 from stark_mcp.evaluator.parent_devices import ParentDevices
 from stark_mcp.evaluator.probe import DeviceInfo
 from stark_mcp.evaluator.settings import EvalSettings
@@ -23,9 +24,9 @@ from stark_mcp.records import Evaluation, TrustReport
 
 @dataclass
 class Staged:
-    """A candidate ready for a worker: its job frame, or the build's verdict when it failed."""
+    """A candidate ready for a worker: its job, or the build's verdict when it failed."""
 
-    job: dict[str, Any]
+    job: wire.Job | None = None
     deferred: bool = False
     logs: dict[str, str] = field(default_factory=dict)
     failure: Evaluation | None = None
@@ -51,10 +52,10 @@ class ParentStaging:
         note: Callable[[str], Awaitable[None]],
         phase_seconds: dict[str, float],
     ) -> Staged:
-        """Build the candidate if it needs it and write its file: what a worker's job frame names."""
+        """Build the candidate if it needs it and write its file: what a worker's job names."""
         started = time.monotonic()
         isolation = await self.devices.isolation()
-        staged = Staged(job={})
+        staged = Staged()
         build_dir: str | None = None
         if needs_build:
             await note("build")
@@ -86,12 +87,12 @@ class ParentStaging:
             build_dir = str(self.builds.directory(digest))
         source_path = self.devices.tmp / f"candidate-{digest}.py"
         source_path.write_text(source, encoding="utf-8")
-        staged.job = {
-            "source_path": str(source_path),
-            "build_dir": build_dir,
-            "deferred": staged.deferred,
-            "build_in_place": isolation.level != "sandbox",
-        }
+        staged.job = wire.Job(
+            source_path=str(source_path),
+            build_dir=build_dir,
+            deferred=staged.deferred,
+            build_in_place=isolation.level != "sandbox",
+        )
         # Measured, not left to ``other``: each file call gives up the interpreter, and in a server
         # whose threads are busy, getting it back took 50 ms a call (tests/evaluator/test_phases.py).
         built = phase_seconds.get("queue", 0.0) + phase_seconds.get("build", 0.0)

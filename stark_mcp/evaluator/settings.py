@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from stark_mcp.evaluator.common.wire import GPU_SLEEP_CYCLES, GPU_SPIN_S, WorkerSettings
 
 BASELINE_NAMES = ("eager", "compile_default", "compile_max_autotune", "compile_max_autotune_no_cudagraphs")
 DEFAULT_BASELINES = ("eager", "compile_default", "compile_max_autotune")
@@ -26,8 +29,8 @@ ADVISORY_FIELDS = ("profile", "profile_timeout_s", "profile_max_kernels", "sanit
 class TimingTolerances(BaseModel):
     """How far the trusted worker lets a candidate's own timing report depart from its trusted clock
     (``trusted/timing.py``). They change verdicts and times, so they live here, travel to the worker
-    in its settings and are part of every cache key; the reasons for the figures are in
-    ``trusted/worker.py`` (``_session_settings``)."""
+    in its settings (``EvalSettings.worker_settings``) and are part of every cache key; the reasons for
+    the figures are beside ``GPU_TOLERANCES`` below."""
 
     model_config = ConfigDict(frozen=True)
 
@@ -39,6 +42,34 @@ class TimingTolerances(BaseModel):
     bracket_after_inputs: bool = Field(description="the trusted bracket starts after the inputs are written")
 
 
+# The timing tolerances travel to the worker with its settings (worker_settings), never from defaults
+# there: they change verdicts and times, so they are part of every cache key. Why their figures are
+# what they are:
+# The slack is what a shaved report could gain, so it is as small as the measurement allows: a
+# floor, a share of the figure, and the noise of the overhead estimate (timing.slack_ms). CPU
+# brackets are the jail's CPU time read through process clocks; the harness's share of a call
+# (waking, publishing the outputs: 0.1-0.2 ms on the 2-core CI machine) differs between the two
+# runners by up to ~0.045 ms. GPU brackets are spin-waited wall time with ~0.5 ms of harness a
+# call on an H100; honest candidates' reports landed from 18 us below to 34 us above the trusted
+# figure there (docs/benchmarks/adversarial.md). The floors are those differences: below them a
+# report is believed, so kernels of well under ten times the floor are bounded only loosely.
+# The CPU share also grows with what the forward streams through the caches, which leaves the
+# harness cold: an honest two-pass variance (three 2 MB temporaries against the reference's
+# one) ran its share 0.03-0.16 ms above the reference's, so it is flagged in about one
+# evaluation in eight (its figure is then the trusted one). A share wide enough to believe it
+# would let any report gain as much (docs/benchmarks/adversarial.md, 26 Nov, evening).
+# Past the slack the trusted figure is used whatever the gap; rejecting as forgery needs more: an
+# honest Triton candidate made mostly of torch calls was 0.12 ms slower on the GPU's trusted clock
+# than in its own events (tests/gpu/test_gpu_triton.py), so on the GPU only a larger gap is a lie.
+# On the CPU the two runners' harness shares (0.1-0.7 ms of CPU a call on a 2-core VM) were seen
+# 0.12-0.13 ms apart for identical code beside a forward of 0.04 ms (CI rejected such candidates
+# under a 0.1 ms floor, twice in one run): the same floor as the GPU's, and past the whole
+# calibrated share as well, which grows with the outputs the harness publishes.
+# GPU: the bracket starts after our input write and L2 flush (large copies, noisy). A candidate
+# could only use that window with a kernel left spinning on the inputs, which the idle probe
+# before every baseline block rejects. CPU: the window is CPU time the runner would have to spend.
+# CPU: at least this many timing blocks per runner, so the drift between blocks is measured
+# (timing.MIN_BATCHES). GPU: blocks stay as long as 20 ms allows; each adds an idle probe.
 GPU_TOLERANCES = TimingTolerances(
     abs_slack_ms=0.04, rel_slack=0.05, forged_gap_ms=0.25, forged_gap_overheads=0.0, min_blocks=1,
     bracket_after_inputs=True,
@@ -133,6 +164,18 @@ class EvalSettings(BaseModel):
     def timing_spec(self) -> dict[str, float | int]:
         return {k: getattr(self, k) for k in TIMING_FIELDS}
 
-    def worker_dict(self) -> dict[str, object]:
-        """What the trusted worker needs of these settings (plain JSON)."""
-        return self.model_dump(mode="json")
+    def worker_settings(self, device: str) -> WorkerSettings:
+        """What the trusted worker of ``device`` (``cuda`` or ``cpu``) needs of these settings: the
+        one place they are turned into its record (``common/wire.py``). Its fields named as ours
+        take our values; the timing tolerances are the device's; on a GPU, runners spin before
+        sleeping on a doorbell and launch a short GPU sleep first in a timed call."""
+        cuda = device == "cuda"
+        ours = {f.name: getattr(self, f.name) for f in dataclasses.fields(WorkerSettings) if f.name in
+                type(self).model_fields}  # fmt: skip
+        tolerances = (self.gpu_timing if cuda else self.cpu_timing).model_dump()
+        return WorkerSettings(
+            **ours,
+            **tolerances,
+            spin_s=GPU_SPIN_S if cuda else 0.0,
+            sleep_cycles=GPU_SLEEP_CYCLES if cuda else 0,
+        )

@@ -15,6 +15,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+from stark_mcp.evaluator.common import wire
 from stark_mcp.evaluator.probe import DeviceInfo
 from stark_mcp.problems import Problem
 from stark_mcp.records import Evaluation, Status
@@ -29,8 +30,8 @@ COUNT_TIMEOUT_S = 600.0
 CALIBRATE_TIMEOUT_S = 300.0
 _COUNT_KEYS = {"label": str, "input_bytes": int, "param_bytes": int, "output_bytes": int}
 
-# (frame, expected kinds, timeout) -> the worker's answer, on a worker of the device's pool
-Ask = Callable[[dict[str, Any], set[str], float], Awaitable[dict[str, Any]]]
+# (command, expected answers, timeout) -> the worker's answer, on a worker of the device's pool
+Ask = Callable[[wire.Command, set[type[wire.Answer]], float], Awaitable[wire.Answer]]
 
 
 def _valid_counts(shapes: Any) -> list[dict[str, Any]]:
@@ -98,12 +99,12 @@ class SolFloors:
             if cached is not None:
                 return cached
             answer = await ask(
-                {"cmd": "sol_counts", "key": problem.hash}, {"sol_counts", "sol_missing"}, COUNT_TIMEOUT_S
+                wire.SolCountsCommand(key=problem.hash), {wire.SolCounts, wire.SolMissing}, COUNT_TIMEOUT_S
             )
-            if answer.get("kind") != "sol_counts":
-                log.warning("%s: no floor: %s", problem.name, answer.get("message"))
+            if not isinstance(answer, wire.SolCounts):
+                log.warning("%s: no floor: %s", problem.name, getattr(answer, "message", None))
                 return None
-            shapes = _valid_counts(answer.get("shapes"))
+            shapes = _valid_counts(answer.shapes)
             await asyncio.to_thread(self.counts_cache.store, problem.hash, shapes, stack)
             return shapes
 
@@ -118,11 +119,11 @@ class SolFloors:
 
                 async def measure() -> dict[str, Any]:
                     answer = await ask(
-                        {"cmd": "calibrate"}, {"calibrated", "sol_missing"}, CALIBRATE_TIMEOUT_S
+                        wire.CalibrateCommand(), {wire.Calibrated, wire.SolMissing}, CALIBRATE_TIMEOUT_S
                     )
-                    if answer.get("kind") != "calibrated":
-                        raise RuntimeError(str(answer.get("message", "calibration failed")))
-                    return answer
+                    if not isinstance(answer, wire.Calibrated):
+                        raise RuntimeError(getattr(answer, "message", "calibration failed"))
+                    return answer.to_frame()  # the figures, as peaks_from_measurement reads them
 
                 self._peaks[held] = await self.peaks_cache.get(
                     info.name, info.kind, peaks_version(info.torch_version, stack), measure,

@@ -1,7 +1,8 @@
 """The parent's handle on a trusted worker process (one per device): start it, talk to it, restart it.
 
-Commands are serialized per worker (the device's FIFO queue). The worker is trusted code, but its
-answers are still validated by the caller, and a worker that dies or sends garbage is restarted and
+Commands are serialized per worker (the device's FIFO queue). Commands and answers are the records of
+``common/wire.py``: the worker is trusted code, but every answer is still decoded and checked there,
+and a worker that dies or sends garbage (an answer off the wire's schema included) is restarted and
 the command reported as an ``WorkerCrashed`` for the service to retry. Cancelling a command kills
 the worker (and with it every jail it started); the next command starts a fresh one.
 """
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 import os
 import shutil
@@ -18,9 +20,9 @@ import struct
 import tempfile
 import time
 from collections.abc import Awaitable, Callable
-from pathlib import Path
 from typing import Any
 
+from stark_mcp.evaluator.common import wire
 from stark_mcp.evaluator.common.outside_tools import ToolPaths
 from stark_mcp.evaluator.errors import EvaluatorError
 from stark_mcp.evaluator.sandbox.env import scrub_env
@@ -101,8 +103,8 @@ class WorkerClient:
         self._transport: asyncio.BaseTransport | None = None
         self._in_w: int | None = None
         self._workdir: str | None = None
-        self.loaded: dict[str, dict[str, Any]] = {}
-        self.hello: dict[str, Any] = {}
+        self.loaded: dict[str, wire.Loaded] = {}
+        self.hello: wire.Hello | None = None
 
     # -- process -------------------------------------------------------------------------------------
     async def _start(self) -> None:
@@ -149,10 +151,14 @@ class WorkerClient:
         self._transport, _ = await loop.connect_read_pipe(
             lambda: asyncio.StreamReaderProtocol(self._reader), os.fdopen(out_r, "rb", buffering=0)
         )
-        hello = await self._recv(START_TIMEOUT_S)
-        if hello is None or hello.get("kind") != "hello":
+        frame = await self._recv(START_TIMEOUT_S)
+        try:
+            hello = wire.Hello.from_frame(frame) if frame is not None else None
+        except wire.WireError as exc:
+            hello, frame = None, f"{frame} ({exc})"
+        if hello is None:
             await self.stop()
-            raise EvaluatorError(f"the evaluator's worker for {self.device} did not start: {hello}")
+            raise EvaluatorError(f"the evaluator's worker for {self.device} did not start: {frame}")
         self.hello = hello
         self.loaded = {}
 
@@ -200,7 +206,7 @@ class WorkerClient:
         """Ask the worker to close its jails and exit; kill it if it does not."""
         if self.proc is not None and self.proc.returncode is None and self._in_w is not None:
             try:
-                self._send({"cmd": "shutdown"})
+                self._send(wire.ShutdownCommand())
                 async with asyncio.timeout(grace):
                     await self.proc.wait()
             except (TimeoutError, OSError):
@@ -209,12 +215,14 @@ class WorkerClient:
 
     @property
     def isolation(self) -> tuple[str, str]:
-        return str(self.hello.get("isolation", "")), str(self.hello.get("isolation_note", ""))
+        if self.hello is None:
+            return "", ""
+        return self.hello.isolation, self.hello.isolation_note
 
     # -- frames --------------------------------------------------------------------------------------
-    def _send(self, frame: dict[str, Any]) -> None:
+    def _send(self, command: wire.Command) -> None:
         assert self._in_w is not None
-        data = json.dumps(frame).encode()
+        data = json.dumps(command.to_frame()).encode()
         view = memoryview(_HEADER.pack(len(data)) + data)
         while view:
             view = view[os.write(self._in_w, view) :]
@@ -243,14 +251,14 @@ class WorkerClient:
     # -- commands ------------------------------------------------------------------------------------
     async def command(
         self,
-        frame: dict[str, Any],
+        frame: wire.Command,
         *,
-        expect: set[str],
+        expect: set[type[wire.Answer]],
         timeout: float | None,
-        on_progress: Callable[[dict[str, Any]], Awaitable[None]] | None = None,
-        problem: dict[str, Any] | None = None,
+        on_progress: Callable[[wire.Progress], Awaitable[None]] | None = None,
+        problem: wire.LoadCommand | None = None,
         timings: dict[str, float] | None = None,
-    ) -> dict[str, Any]:
+    ) -> wire.Answer:
         """Send one command (loading its problem first if needed) and return the answer frame.
 
         ``timings`` receives ``queue`` (waiting for the device's earlier commands) and
@@ -262,7 +270,7 @@ class WorkerClient:
                 await self._ensure_started()
                 if problem is not None:
                     answer = await self._load(problem)
-                    if answer.get("kind") == "problem_error":
+                    if isinstance(answer, wire.ProblemError):
                         return answer
                 if timings is not None:
                     timings["queue"] = timings.get("queue", 0.0) + started - waited
@@ -276,7 +284,7 @@ class WorkerClient:
                 await self.stop()
                 raise
 
-    async def load(self, problem: dict[str, Any]) -> dict[str, Any]:
+    async def load(self, problem: wire.LoadCommand) -> wire.Loaded | wire.ProblemError:
         """Load a problem (import, reference, shapes, sizing): ``loaded`` or ``problem_error``."""
         async with self.lock:
             try:
@@ -291,21 +299,22 @@ class WorkerClient:
             await self.stop()
             await self._start()
 
-    async def _load(self, problem: dict[str, Any]) -> dict[str, Any]:
-        if problem["key"] in self.loaded:
-            return self.loaded[problem["key"]]
-        self._send({"cmd": "load", **problem, "hidden": self.hidden})
-        answer = await self._answer({"loaded", "problem_error"}, None, None)
-        if answer.get("kind") == "loaded":
-            self.loaded[problem["key"]] = answer
+    async def _load(self, problem: wire.LoadCommand) -> wire.Loaded | wire.ProblemError:
+        if problem.key in self.loaded:
+            return self.loaded[problem.key]
+        self._send(dataclasses.replace(problem, hidden=list(self.hidden)))
+        answer = await self._answer({wire.Loaded, wire.ProblemError}, None, None)
+        if isinstance(answer, wire.Loaded):
+            self.loaded[problem.key] = answer
+        assert isinstance(answer, (wire.Loaded, wire.ProblemError))
         return answer
 
     async def _answer(
         self,
-        expect: set[str],
+        expect: set[type[wire.Answer]],
         timeout: float | None,
-        on_progress: Callable[[dict[str, Any]], Awaitable[None]] | None,
-    ) -> dict[str, Any]:
+        on_progress: Callable[[wire.Progress], Awaitable[None]] | None,
+    ) -> wire.Answer:
         loop = asyncio.get_running_loop()
         deadline = None if timeout is None else loop.time() + timeout
         while True:
@@ -317,17 +326,20 @@ class WorkerClient:
             if frame is None:
                 code = self.proc.returncode if self.proc else None
                 raise WorkerCrashed(f"the worker exited (code {code}) while serving a command")
-            kind = frame.get("kind")
-            if kind == "progress":
+            try:
+                answer = wire.decode_answer(frame)
+            except wire.WireError as exc:
+                raise WorkerCrashed(f"unexpected answer from the worker: {exc}: {str(frame)[:300]}") from None
+            if isinstance(answer, wire.Progress):
                 if on_progress is not None:
-                    await on_progress(frame)
+                    await on_progress(answer)
                 continue
-            if kind == "infra_error":
-                where = _last_frame(str(frame.get("traceback", "")))
-                message = str(frame.get("message", "infrastructure error"))[:1500]
+            if isinstance(answer, wire.InfraError):
+                where = _last_frame(answer.traceback or "")
+                message = answer.message[:1500]
                 raise WorkerCrashed(f"{message} (at {where})" if where else message)
-            if kind in expect:
-                return frame
+            if type(answer) in expect:
+                return answer
             raise WorkerCrashed(f"unexpected answer from the worker: {str(frame)[:300]}")
 
 
@@ -344,8 +356,3 @@ def _last_frame(tb: str) -> str:
         return last[:200]
     return f"{'/'.join(path.split('/')[-3:])}{rest.replace(', line ', ':').replace(', in ', ' in ')}"[:200]
 
-
-def problem_frame(
-    key: str, name: str, path: Path, settings: dict[str, Any], visible: list[str]
-) -> dict[str, Any]:
-    return {"key": key, "name": name, "path": str(path), "settings": settings, "visible": visible}

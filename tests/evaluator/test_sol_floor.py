@@ -77,7 +77,7 @@ async def test_a_passing_evaluation_states_its_floor_and_the_peaks_are_measured_
         original = ev.devices.command
 
         async def spy(info, problem, settings, frame, *args, **kwargs):
-            asked.append(str(frame.get("cmd")))
+            asked.append(frame.NAME)
             return await original(info, problem, settings, frame, *args, **kwargs)
 
         ev.devices.command = spy  # type: ignore[method-assign]

@@ -90,11 +90,9 @@ def test_no_baseline_beside_it_means_no_bound_and_says_so() -> None:
 
 @pytest.mark.parametrize("cuda,true_ms", [(True, 0.4), (False, 0.4)])
 def test_with_the_worker_defaults_shaved_reports_gain_little(cuda: bool, true_ms: float) -> None:
-    from stark_mcp.evaluator.trusted.worker import _session_settings
-
-    s = _session_settings(EvalSettings().worker_dict(), cuda)
+    s = EvalSettings().worker_settings("cuda" if cuda else "cpu")
     base = _baseline(random.Random(11), 0.2, 0.002)
-    slack = (s["abs_slack_ms"], s["rel_slack"], s["forged_gap_ms"])
+    slack = (s.abs_slack_ms, s.rel_slack, s.forged_gap_ms)
     halved = _figure(_candidate(random.Random(12), true_ms, lambda t, i: t / 2, 0.002), base, *slack)
     assert halved.source == "external" and not halved.forged
     assert _median(halved.samples_ms) == pytest.approx(halved.external_ms, rel=0.02)
@@ -103,7 +101,7 @@ def test_with_the_worker_defaults_shaved_reports_gain_little(cuda: bool, true_ms
         _candidate(random.Random(12), true_ms, lambda t, i: t / 4, 0.002),
         timing.overhead(base),
         *slack,
-        forged_gap_overheads=s["forged_gap_overheads"],
+        forged_gap_overheads=s.forged_gap_overheads,
     )
     assert quartered.forged
 
@@ -111,17 +109,15 @@ def test_with_the_worker_defaults_shaved_reports_gain_little(cuda: bool, true_ms
 def test_on_the_cpu_a_gap_inside_the_harness_share_is_not_forgery() -> None:
     # A 0.05 ms forward beside 0.52 ms of harness a call: the candidate runner's harness costing
     # 0.3 ms more than the baseline's is no lie, and must not reject the candidate.
-    from stark_mcp.evaluator.trusted.worker import _session_settings
-
-    s = _session_settings(EvalSettings().worker_dict(), False)
+    s = EvalSettings().worker_settings("cpu")
     base = _baseline(random.Random(2), 0.05, 0.001)
     base.bracket_ms = [b + 0.4 for b in base.bracket_ms]
     cand = _candidate(random.Random(3), 0.05, lambda t, i: t, 0.001)
     cand.bracket_ms = [b + 0.7 for b in cand.bracket_ms]
     over = timing.overhead(base)
-    floors = (s["abs_slack_ms"], s["rel_slack"], s["forged_gap_ms"])
+    floors = (s.abs_slack_ms, s.rel_slack, s.forged_gap_ms)
     assert timing.bounded(cand, over, *floors).forged  # the floor in ms alone would reject it
-    fig = timing.bounded(cand, over, *floors, forged_gap_overheads=s["forged_gap_overheads"])
+    fig = timing.bounded(cand, over, *floors, forged_gap_overheads=s.forged_gap_overheads)
     assert not fig.forged and fig.source == "external"
 
 

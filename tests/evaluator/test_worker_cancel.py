@@ -11,6 +11,8 @@ import struct
 
 import pytest
 
+from stark_mcp.evaluator.common import wire
+from stark_mcp.evaluator.settings import EvalSettings
 from stark_mcp.evaluator.workers import WorkerClient
 
 pytestmark = pytest.mark.anyio
@@ -28,6 +30,12 @@ def sent(commands: int) -> bool:
         return False
 
 
+EVALUATE = wire.EvaluateCommand(
+    id="x", key="k", settings=EvalSettings().worker_settings("cpu"),
+    job=wire.Job(source_path="/nonexistent", build_dir=None, deferred=False, build_in_place=True),
+)  # fmt: skip
+
+
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"  # the worker's client is asyncio code (its pipes are asyncio streams)
@@ -42,20 +50,20 @@ async def test_a_cancel_that_lands_with_the_workers_next_frame_kills_the_worker(
     client = WorkerClient("cpu", None, hidden=[])
     client.proc, client._in_w = stand_in, commands_w
     client._reader = asyncio.StreamReader()
-    seen: list[dict[str, object]] = []
+    seen: list[wire.Progress] = []
 
-    async def on_progress(progress: dict[str, object]) -> None:
+    async def on_progress(progress: wire.Progress) -> None:
         seen.append(progress)
 
     task = asyncio.ensure_future(
-        client.command({"cmd": "evaluate"}, expect={"result"}, timeout=120, on_progress=on_progress)
+        client.command(EVALUATE, expect={wire.Result}, timeout=120, on_progress=on_progress)
     )
     try:
         while not sent(commands_r):  # the command went out: it now awaits the answer
             await asyncio.sleep(0)
         for _ in range(5):
             await asyncio.sleep(0)
-        data = frame({"kind": "progress", "phase": "correctness"})
+        data = frame(wire.Progress(id="x", phase="correctness").to_frame())
         # The whole frame, or only its header: either way the read in progress completes on the turn
         # the cancel arrives.
         client._reader.feed_data(data if arriving == "progress" else data[:4])

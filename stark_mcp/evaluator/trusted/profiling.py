@@ -24,9 +24,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from stark_mcp.evaluator.common import wire
 from stark_mcp.evaluator.common.control import ControlError
 from stark_mcp.evaluator.common.frames import FrameError
 from stark_mcp.evaluator.common.profile_parse import METRICS, ProfileParseError, parse_ncu_raw
+from stark_mcp.evaluator.common.wire import WorkerSettings
 from stark_mcp.evaluator.trusted.driver import Driver
 from stark_mcp.evaluator.trusted.runners import RunnerDied, RunnerTimeout
 from stark_mcp.evaluator.trusted.session import candidate_setup, load_budget, reported_kernels
@@ -110,11 +112,12 @@ def read_report(path: str, limit: int = LOG_LIMIT) -> str:
         os.close(fd)
 
 
-def tool_budget(settings: dict[str, Any], cmd: dict[str, Any], key: str) -> float:
-    """One wrapped run's budget; a candidate whose build is deferred to its runner builds again."""
-    deferred = bool((cmd.get("job") or {}).get("deferred"))
-    build = float(settings.get("build_timeout_s", 600.0)) if deferred else 0.0
-    return float(settings.get(key, 90.0)) + build
+def tool_budget(settings: WorkerSettings, job: wire.Job | None, timeout_s: float) -> float:
+    """One wrapped run's budget (``timeout_s``, the tool's own); a candidate whose build is deferred to
+    its runner builds again."""
+    deferred = job is not None and job.deferred
+    build = settings.build_timeout_s if deferred else 0.0
+    return timeout_s + build
 
 
 # ---- one wrapped run -----------------------------------------------------------------------------
@@ -130,32 +133,32 @@ class Outcome:
 def wrapped_run(
     worker: Any,
     state: Any,
-    cmd: dict[str, Any],
-    settings: dict[str, Any],
+    job: wire.Job | None,
+    settings: WorkerSettings,
     tool: Tool | None,
     calls: Callable[[Driver, float], dict[str, Any] | None],
     budget_s: float,
     profiling: dict[str, Any] | None = None,
 ) -> Outcome:
-    """Start the candidate's (or the reference's) runner under ``tool``, set it up, make ``calls``,
-    ask it to exit and wait for the tool to finish; the report is read whatever happened."""
+    """Start the candidate's (or, ``job`` None, the reference's) runner under ``tool``, set it up, make
+    ``calls``, ask it to exit and wait for the tool to finish; the report is read whatever happened."""
     deadline = time.monotonic() + budget_s
     spare = worker.spawn_runner(settings, tool)
     note, meta, driver = "", None, None
     try:
-        job = worker.stage(state, spare, cmd)
+        staged = worker.stage(state, spare, job)
         problem = state.problem
         driver = Driver(problem, spare.runner, worker.tools, worker.slots(problem))
-        if cmd.get("reference"):
+        if job is None:
             setup = {
-                **candidate_setup(problem, driver, job, settings, profiling),
+                **candidate_setup(problem, driver, staged, settings, profiling),
                 "mode": "reference",
-                "module_path": f"{job['job']}/problem.py",
+                "module_path": f"{staged['job']}/problem.py",
                 "poison": False,
             }
         else:
-            setup = candidate_setup(problem, driver, job, settings, profiling)
-        left = min(deadline - time.monotonic(), load_budget(settings, job) + 60.0)
+            setup = candidate_setup(problem, driver, staged, settings, profiling)
+        left = min(deadline - time.monotonic(), load_budget(settings, staged) + 60.0)
         frame = spare.runner.setup(setup, driver.regions(), max(1.0, left))
         if frame.get("kind") != "ready":
             note = f"the module did not load: {str(frame.get('message', frame))[:500]}"
@@ -187,16 +190,16 @@ def wrapped_run(
 # ---- the two commands ----------------------------------------------------------------------------
 
 
-def profile(worker: Any, state: Any, cmd: dict[str, Any], settings: dict[str, Any]) -> dict[str, Any]:
+def profile(worker: Any, state: Any, cmd: wire.ProfileCommand, settings: WorkerSettings) -> wire.Profile:
     """Nsight Compute's report on one forward, or (``fallback``) the torch profiler's kernel list."""
     started = time.monotonic()
-    budget = tool_budget(settings, cmd, "profile_timeout_s")
-    answer: dict[str, Any] = {"kind": "profile", "shape": state.problem.shapes[0].label}
+    budget = tool_budget(settings, cmd.job, settings.profile_timeout_s)
+    answer: dict[str, Any] = {"shape": state.problem.shapes[0].label}
     ncu = worker.outside.find("ncu")
     if ncu is None:
         reason = worker.outside.missing("ncu")
     else:
-        launch_count = int(settings.get("profile_max_kernels", 40))
+        launch_count = settings.profile_max_kernels
         tool = Tool("ncu", lambda out: ncu_command(ncu, f"{out}/ncu.csv", launch_count), "ncu.csv")
         answer["command"] = ncu_command(ncu, f"{OUT_INSIDE}/ncu.csv", launch_count)
 
@@ -205,7 +208,7 @@ def profile(worker: Any, state: Any, cmd: dict[str, Any], settings: dict[str, An
             driver.profile(0, max(1.0, deadline - time.monotonic()))
 
         outcome = wrapped_run(
-            worker, state, cmd, settings, tool, warm_and_profile, budget, {"nvtx": NVTX_RANGE}
+            worker, state, cmd.job, settings, tool, warm_and_profile, budget, {"nvtx": NVTX_RANGE}
         )
         try:
             parse_ncu_raw(outcome.report)
@@ -215,18 +218,18 @@ def profile(worker: Any, state: Any, cmd: dict[str, Any], settings: dict[str, An
                 reason=outcome.note,
                 seconds=round(time.monotonic() - started, 3),
             )
-            return answer
+            return wire.Profile(**answer)
         except ProfileParseError as exc:
             reason = f"ncu gave no counters: {exc}" + (f" ({outcome.note})" if outcome.note else "")
     answer["reason"] = reason[:2000]
-    if cmd.get("fallback", True):
+    if cmd.fallback:
 
         def torch_profile(driver: Driver, deadline: float) -> dict[str, Any] | None:
             driver.call(0, max(1.0, deadline - time.monotonic()))
             got = driver.profile(0, max(1.0, deadline - time.monotonic()), meta=True)
             return got if isinstance(got, dict) else None
 
-        outcome = wrapped_run(worker, state, cmd, settings, None, torch_profile, budget)
+        outcome = wrapped_run(worker, state, cmd.job, settings, None, torch_profile, budget)
         if outcome.meta:
             kernels, launches = reported_kernels(outcome.meta)
             answer.update(source="torch_profiler", kernels=kernels, launches=launches)
@@ -234,20 +237,17 @@ def profile(worker: Any, state: Any, cmd: dict[str, Any], settings: dict[str, An
             answer["reason"] += f"; the torch profiler's run failed too: {outcome.note}"[:1500]
     answer.setdefault("source", "none")
     answer["seconds"] = round(time.monotonic() - started, 3)
-    return answer
+    return wire.Profile(**answer)
 
 
-def sanitize(worker: Any, state: Any, cmd: dict[str, Any], settings: dict[str, Any]) -> dict[str, Any]:
+def sanitize(
+    worker: Any, state: Any, cmd: wire.SanitizeCommand, settings: WorkerSettings
+) -> wire.Sanitized:
     """compute-sanitizer's report on a candidate that failed with a memory error."""
     started = time.monotonic()
     tool_path = worker.outside.find("compute-sanitizer")
     if tool_path is None:
-        return {
-            "kind": "sanitized",
-            "report": "",
-            "seconds": 0.0,
-            "reason": worker.outside.missing("compute-sanitizer"),
-        }
+        return wire.Sanitized(report="", seconds=0.0, reason=worker.outside.missing("compute-sanitizer"))
     # Without the caching allocator every tensor is its own allocation, so an access past the end of
     # one is out of bounds for memcheck rather than inside torch's pool.
     tool = Tool(
@@ -256,7 +256,7 @@ def sanitize(worker: Any, state: Any, cmd: dict[str, Any], settings: dict[str, A
         "sanitizer.log",
         env={"PYTORCH_NO_CUDA_MEMORY_CACHING": "1"},
     )
-    trials = max(1, int(settings.get("trials", 5)))
+    trials = max(1, settings.trials)
 
     def until_failure(driver: Driver, deadline: float) -> None:
         for shape in range(len(state.problem.shapes)):
@@ -265,12 +265,8 @@ def sanitize(worker: Any, state: Any, cmd: dict[str, Any], settings: dict[str, A
                 if made.outcome.meta.get("ok") is not True:
                     return
 
-    outcome = wrapped_run(
-        worker, state, cmd, settings, tool, until_failure, tool_budget(settings, cmd, "sanitize_timeout_s")
+    budget = tool_budget(settings, cmd.job, settings.sanitize_timeout_s)
+    outcome = wrapped_run(worker, state, cmd.job, settings, tool, until_failure, budget)
+    return wire.Sanitized(
+        report=outcome.report[: 256 << 10], reason=outcome.note, seconds=round(time.monotonic() - started, 3)
     )
-    return {
-        "kind": "sanitized",
-        "report": outcome.report[: 256 << 10],
-        "reason": outcome.note,
-        "seconds": round(time.monotonic() - started, 3),
-    }

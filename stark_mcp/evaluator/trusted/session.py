@@ -27,6 +27,7 @@ import torch
 
 from stark_mcp.evaluator.common import frames
 from stark_mcp.evaluator.common.control import ControlError
+from stark_mcp.evaluator.common.wire import WorkerSettings
 from stark_mcp.evaluator.sandbox.launch import JailCpu
 from stark_mcp.evaluator.trusted import compare, timing
 from stark_mcp.evaluator.trusted.driver import DeviceTools, Driver, Made, give_back_cached
@@ -121,12 +122,12 @@ class Session:
         problem: LoadedProblem,
         baseline: Driver,
         tools: DeviceTools,
-        settings: dict[str, Any],
+        settings: WorkerSettings,
         emit: Callable[[str], None],
     ) -> None:
         self.problem, self.baseline, self.tools, self.s, self.emit = problem, baseline, tools, settings, emit
         self.contract = compare.Contract(
-            settings["tolerance_factor"], settings["tolerance_floor"], settings["fallback_tolerance"]
+            settings.tolerance_factor, settings.tolerance_floor, settings.fallback_tolerance
         )
         self.checks: list[compare.TrialCheck] = []
         self.findings: list[str] = []
@@ -225,7 +226,7 @@ class Session:
         started = time.monotonic()
         self.tools.calibrate()  # the idle probe, measured now: clocks and load as they are for this run
         self.driver = Driver(
-            self.problem, runner, self.tools, int(job["slots"]), bool(self.s["bracket_after_inputs"])
+            self.problem, runner, self.tools, int(job["slots"]), self.s.bracket_after_inputs
         )
         setup = candidate_setup(self.problem, self.driver, job, self.s)
         budget = load_budget(self.s, job)
@@ -313,7 +314,7 @@ class Session:
         # they are read from its memory: no thread of the candidate sees the read begin, and nothing
         # it maps changes, so a checked call looks like any other from inside until the read is over.
         runner = self.driver.runner
-        in_place = spec.output_bytes >= int(self.s.get("compare_in_place_bytes", 1 << 30))
+        in_place = spec.output_bytes >= self.s.compare_in_place_bytes
         shared = not self.driver.reads_privately
         with runner.held_still():
             try:
@@ -432,7 +433,7 @@ class Session:
             for shape in range(len(self.problem.shapes)):
                 self.problem.reference(self.problem.new_call(shape))
                 if self.baseline.runner.alive():
-                    made = self.baseline.call(shape, float(self.s["timing_timeout_s"]))
+                    made = self.baseline.call(shape, self.s.timing_timeout_s)
                     self.baseline.release_last()
                     if made.outcome.meta.get("ok") is not True:
                         raise InfraError(f"the baseline runner failed alone: {made.outcome.meta}")
@@ -449,13 +450,13 @@ class Session:
     # -- phases --------------------------------------------------------------------------------------
     def _correctness(self) -> None:
         assert self.driver is not None
-        budget = Budget("correctness", float(self.s["correctness_timeout_s"]))
+        budget = Budget("correctness", self.s.correctness_timeout_s)
         for shape in range(len(self.problem.shapes)):
-            for _ in range(int(self.s["trials"])):
+            for _ in range(self.s.trials):
                 self._judge(self._call(self.driver, shape, budget), True, "correctness")
 
     def _timing(self) -> list[dict[str, Any]]:
-        budget = Budget("timing", float(self.s["timing_timeout_s"]))
+        budget = Budget("timing", self.s.timing_timeout_s)
         repeats = [s.label or "inputs" for s in self.problem.shapes if s.inputs_repeat]
         if repeats:
             # Fresh inputs on every call are what defeats memoization on input values; a problem
@@ -480,7 +481,7 @@ class Session:
         return shapes
 
     def _checked(self, forced: set[int], index: int) -> bool:
-        return index in forced or self.rng.random() < float(self.s["check_rate"])
+        return index in forced or self.rng.random() < self.s.check_rate
 
     def _time_shape(self, shape: int, budget: Budget) -> dict[str, Any]:
         assert self.driver is not None
@@ -497,14 +498,14 @@ class Session:
             compiling = jit_now is not None and jit_before is not None and jit_now != jit_before
             jit_before = jit_now
             elapsed = time.monotonic() - started
-            if warm < 3 or (elapsed < float(s["warmup_s"]) and elapsed < 8 * float(s["warmup_s"])):
+            if warm < 3 or (elapsed < s.warmup_s and elapsed < 8 * s.warmup_s):
                 continue
             if not (compiling and warm < 3 + JIT_WARMUP_CALLS):
                 break
         per_call_s = max(made.outcome.bracket_ns / 1e9, 1e-6)
-        expected = int(min(max(3, float(s["max_time_s"]) / per_call_s), int(s["min_calls"])))
-        forced = set(self.rng.sample(range(expected), min(int(s["min_timed_checks"]), expected)))
-        block = timing.block_size(per_call_s, expected, int(s["min_blocks"]))
+        expected = int(min(max(3, s.max_time_s / per_call_s), s.min_calls))
+        forced = set(self.rng.sample(range(expected), min(s.min_timed_checks, expected)))
+        block = timing.block_size(per_call_s, expected, s.min_blocks)
         for _ in range(3):  # the baseline runner is warm; three calls settle its clocks
             self.baseline.call(shape, budget.left())
         self.window = CpuWindow()  # what ran before the timing loop is not counted
@@ -524,12 +525,12 @@ class Session:
                 self.timed_checked += int(checked)
                 index += 1
             n = len(cand.reported_ms)
-            if n >= int(s["max_calls"]) or (n >= int(s["min_calls"]) and spent >= float(s["min_time_s"])):
+            if n >= s.max_calls or (n >= s.min_calls and spent >= s.min_time_s):
                 break
-            if n >= 3 and spent >= float(s["max_time_s"]):
+            if n >= 3 and spent >= s.max_time_s:
                 break
         self._note_jit(shape, jit_before, jit_count(made))
-        while self.timed_checked < min(int(s["min_timed_checks"]), index):  # slow kernels: top up the checks
+        while self.timed_checked < min(s.min_timed_checks, index):  # slow kernels: top up the checks
             self._judge(self._call(self.driver, shape, budget), True, "timing")
             self.timed_checked += 1
         self._baseline_block(shape, block, base, budget, cand)
@@ -611,11 +612,11 @@ class Session:
         fig = timing.bounded(
             cand,
             timing.overhead(base),
-            float(s["abs_slack_ms"]),
-            float(s["rel_slack"]),
-            float(s["forged_gap_ms"]),
+            s.abs_slack_ms,
+            s.rel_slack,
+            s.forged_gap_ms,
             believe_report=shape not in self.hidden_shapes,
-            forged_gap_overheads=float(s["forged_gap_overheads"]),
+            forged_gap_overheads=s.forged_gap_overheads,
         )
         label = self.problem.shapes[shape].label
         self.findings += [f"{label}: {f}" if len(self.problem.shapes) > 1 else f for f in fig.findings]
@@ -648,7 +649,7 @@ def candidate_setup(
     problem: LoadedProblem,
     driver: Driver,
     job: dict[str, Any],
-    s: dict[str, Any],
+    s: WorkerSettings,
     profiling: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The setup frame of a candidate's runner; ``profiling`` when an outside tool wraps it."""
@@ -658,8 +659,8 @@ def candidate_setup(
         "module_path": f"{job['job']}/candidate.py",
         "init_path": f"{job['job']}/init.pt",
         "shapes": driver.shapes_setup(),
-        "timing": {"sleep_cycles": 0 if profiling else int(s["sleep_cycles"]), "spin_s": float(s["spin_s"])},
-        "threads": int(s["cpu_threads"]),
+        "timing": {"sleep_cycles": 0 if profiling else s.sleep_cycles, "spin_s": s.spin_s},
+        "threads": s.cpu_threads,
         "poison": True,
         "env": job.get("env", {}),
         "sys_path": job.get("sys_path", []),
@@ -667,8 +668,8 @@ def candidate_setup(
     }
 
 
-def load_budget(s: dict[str, Any], job: dict[str, Any]) -> float:
-    return float(s["load_timeout_s"]) + (float(s["build_timeout_s"]) if job.get("deferred") else 0.0)
+def load_budget(s: WorkerSettings, job: dict[str, Any]) -> float:
+    return s.load_timeout_s + (s.build_timeout_s if job.get("deferred") else 0.0)
 
 
 def out_of_memory(runner: RunnerHandle, stop: Stop) -> dict[str, Any] | None:

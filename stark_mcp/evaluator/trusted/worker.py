@@ -4,18 +4,14 @@ One per device, kept warm by the parent: torch imported, the device initialized,
 (each in its reference jail, which holds the problem's code and its reference models), and a
 baseline runner per problem. It never runs a candidate's code, nor the problem's: it starts jails for
 both and talks to them through frames and shared memory. Commands arrive as frames on
-IN_FD; answers (and progress) leave as frames on OUT_FD:
+IN_FD; answers (and progress) leave as frames on OUT_FD. Every command and answer is a record of
+``common/wire.py`` (which lists them, with what each carries); a command is dispatched by its record
+type (``HANDLERS``), and one that is unknown or malformed is answered ``InfraError`` with the reason.
 
-  {"cmd": "load", "key", "name", "path", "settings", "hidden": [...], "visible": [...]}
-      -> {"kind": "loaded", "shapes": [...], "fp64": bool} | {"kind": "problem_error", ...}
-  {"cmd": "evaluate", "id", "key", "job": {"source_path", "build_dir", "build_in_place", "deferred"},
-   "settings"} -> {"kind": "progress", "phase"}* then {"kind": "result", ...}
-  {"cmd": "baseline", "key", "name", "settings"} -> {"kind": "baseline", ...}
-  {"cmd": "profile", "key", "settings", "job" | "reference": true, "fallback"} -> {"kind": "profile", ...}
-  {"cmd": "sanitize", "key", "settings", "job"} -> {"kind": "sanitized", "report", "reason", "seconds"}
-  {"cmd": "sol_counts", "key"} -> {"kind": "sol_counts", "shapes": [...]} | {"kind": "sol_missing", ...}
-  {"cmd": "calibrate"} -> {"kind": "calibrated", ...} | {"kind": "sol_missing", "message"}
-  {"cmd": "shutdown"}
+The worker is cut along what it does, one part a module, joined here: its device and jails
+(``worker_device.py``), problems and their reference jails (``worker_problems.py``), spare candidate
+runners (``worker_spares.py``), baselines and calibration (``worker_baselines.py``), the state they
+share (``worker_state.py``); the evaluation, the outside tools and serving the commands are here.
 
 Standard library and torch only.
 """
@@ -24,54 +20,32 @@ from __future__ import annotations
 
 import ctypes
 import os
-import shutil
 import sys
-import tempfile
 import time
 import traceback
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 import torch
 
-from stark_mcp.evaluator.common import frames
+from stark_mcp.evaluator.common import frames, wire
 from stark_mcp.evaluator.common.outside_tools import TOOLS, ToolPaths
-from stark_mcp.evaluator.sandbox import jail_dirs
+from stark_mcp.evaluator.common.wire import WorkerSettings
 from stark_mcp.evaluator.sandbox.cgroups import remove_own, sweep_stale
-from stark_mcp.evaluator.sandbox.env import scrub_env
 from stark_mcp.evaluator.sandbox.forked import ZYGOTE_FD_ARG, ZygoteClient
-from stark_mcp.evaluator.sandbox.host_layout import spare_cores, timing_cores
-from stark_mcp.evaluator.sandbox.launch import JailSpec, Mount, inside_path
+from stark_mcp.evaluator.sandbox.host_layout import timing_cores
 from stark_mcp.evaluator.sandbox.levels import IsolationInfo, SandboxPolicy, detect
-from stark_mcp.evaluator.trusted import profiling, sol_calibrate, timing
-from stark_mcp.evaluator.trusted.driver import (
-    DeviceTools,
-    Driver,
-    free_bytes,
-    give_back_cached,
-    host_available_bytes,
-)
-from stark_mcp.evaluator.trusted.problem import (
-    JailRequestTimes,
-    LoadedProblem,
-    ProblemFailure,
-    ResourceExhausted,
-    drawn_ahead_bytes,
-)
-from stark_mcp.evaluator.trusted.reference_jail import ReferenceJail
-from stark_mcp.evaluator.trusted.runners import RunnerDied, RunnerHandle, RunnerTimeout
+from stark_mcp.evaluator.trusted import profiling
+from stark_mcp.evaluator.trusted.driver import DeviceTools
+from stark_mcp.evaluator.trusted.problem import ProblemFailure, ResourceExhausted
 from stark_mcp.evaluator.trusted.session import InfraError, Session
+from stark_mcp.evaluator.trusted.worker_baselines import BaselineTiming
+from stark_mcp.evaluator.trusted.worker_device import DeviceJails, input_slots
+from stark_mcp.evaluator.trusted.worker_problems import OPEN_REFERENCES, ProblemLoading
+from stark_mcp.evaluator.trusted.worker_spares import SPARE_IDLE_S, SpareRunners
+from stark_mcp.evaluator.trusted.worker_state import ProblemState, Spare, _drop_early
 
-GPU_SPIN_S = 0.005  # spin this long before sleeping on a doorbell: wake-ups inside the bracket cost us
-# ~100 us of GPU sleep (at boost clock), launched first thing after GO: the runner's Python (views,
-# launches, describing and publishing the outputs) then overlaps with device time, so the bracket
-# measures the device, not the interpreter, and the forward's launch latency stays outside its events.
-GPU_SLEEP_CYCLES = 200_000
-MEMORY_SHARE = 0.9  # a problem needing more of the device's memory than this is refused up front
-# Reference jails kept running (the least recently used beyond this are suspended, and started again
-# when their problem is next used): each holds its models and, on a GPU, a CUDA context of its own.
-OPEN_REFERENCES = 4
-INIT_LIMIT = 1 << 30  # the init file a reference jail saves: its file size limit (JailSpec.max_file_bytes)
+__all__ = ["HANDLERS", "OPEN_REFERENCES", "SPARE_IDLE_S", "Worker", "input_slots", "main"]
 
 
 def _prctl_subreaper_and_deathsig() -> None:
@@ -84,72 +58,10 @@ def _prctl_subreaper_and_deathsig() -> None:
         pass
 
 
-SPARES = 1  # candidate runners kept started ahead of time
-# A spare is started once no command has come for this long after the work that used one: a parent
-# that sends its next evaluation at once takes a fresh runner as it would a spare (its start-up
-# overlaps the staging either way), and one that closes the worker (a one-off `eval`, a test) would
-# only pay for a runner nobody takes (one bubblewrap starts imports torch: 1.2-3 CPU-s on a 2-core
-# machine; a forked one, sandbox/zygote.py, costs about 0.1 s).
-SPARE_IDLE_S = 5.0
-# Every runner (baseline and candidate) gets the same fixed glibc allocator behaviour. Left alone, the
-# mmap threshold adapts to a process's history, so a fresh candidate process pays page faults on every
-# output allocation that the long-lived baseline process no longer pays (measured: 0.35 to 2.6 ms for
-# the same 1 MB elementwise op), which is unfair timing and breaks the overhead calibration.
-ALLOCATOR_ENV = {
-    "MALLOC_MMAP_THRESHOLD_": str(32 << 20),
-    "MALLOC_TRIM_THRESHOLD_": str(1 << 30),
-    "MALLOC_TOP_PAD_": str(64 << 20),
-}
+class Worker(ProblemLoading, SpareRunners, BaselineTiming, DeviceJails):
+    """One device's trusted worker: its parts joined, the evaluation and the outside tools, and the
+    loop that serves the parent's commands."""
 
-
-def json_key(settings: dict[str, Any]) -> str:
-    """What a spare's jail depends on: the settings that shape its environment."""
-    return f"{settings.get('cpu_threads', 1)}"
-
-
-def _chown_tree(path: str, uid: int | None) -> None:
-    if uid is None:
-        return
-    for root, dirs, files in os.walk(path):
-        for name in [root, *(os.path.join(root, d) for d in dirs), *(os.path.join(root, f) for f in files)]:
-            try:
-                os.lchown(name, uid, uid)
-            except OSError:
-                pass
-
-
-class Spare:
-    def __init__(
-        self,
-        runner: RunnerHandle,
-        folder: str,
-        job: str,
-        build: str,
-        visible: list[str],
-        settings_key: str,
-        out: str | None = None,
-    ) -> None:
-        self.runner, self.folder, self.job, self.build = runner, folder, job, build
-        self.visible, self.settings_key = visible, settings_key
-        self.out = out  # a writable folder for an outside tool's report (profiler, sanitizer)
-        self.moved_to: list[int] | None = None  # started off its cores: where it goes once taken
-
-    def discard(self) -> None:
-        self.runner.close()
-        shutil.rmtree(self.folder, ignore_errors=True)
-
-
-class ProblemState:
-    def __init__(self, problem: LoadedProblem, job_dir: str, reference_dir: str) -> None:
-        self.problem, self.job_dir = problem, job_dir
-        self.reference_dir = reference_dir  # the reference jail's own folder (its problem.py, its out/)
-        self.baseline: Driver | None = None
-        # the eager runner started during the load, and the settings its jail was made for
-        self.early_baseline: tuple[RunnerHandle, str] | None = None
-        self.used = time.monotonic()
-
-
-class Worker:
     def __init__(
         self,
         out_fd: int,
@@ -182,477 +94,40 @@ class Worker:
         self.hidden: list[str] = []
         self.visible: list[str] = []
         self.spares: list[Spare] = []
-        self.spares_wanted: dict[str, Any] | None = None  # the settings of the next spares, once idle
+        self.spares_wanted: WorkerSettings | None = None  # the settings of the next spares, once idle
         self._zygote = zygote  # set only in a worker the zygote forked (SandboxPolicy.fork)
 
-    def send(self, frame: dict[str, Any]) -> None:
-        frames.send(self.out_fd, frame)
-
-    # -- jails ---------------------------------------------------------------------------------------
-    def jail_spec(self, name: str, settings: dict[str, Any], build: Mount | None = None) -> JailSpec:
-        env = scrub_env(os.environ, ALLOCATOR_ENV)
-        threads = int(settings.get("cpu_threads", 1))
-        if not self.cuda and threads > 0:
-            env.update(OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads))
-        if build is not None:
-            inside = inside_path(self.info.level, build)
-            env.update(TORCH_EXTENSIONS_DIR=inside, TRITON_CACHE_DIR=os.path.join(inside, "triton"))
-        roots = [p for p in self.visible if p]
-        if roots:
-            env["PYTHONPATH"] = os.pathsep.join(
-                roots + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else [])
-            )
-        cpus = None
-        count = os.cpu_count() or 1
-        if not self.cuda and threads > 0:
-            if count > threads:
-                cpus = list(range(count - threads, count))
-        elif self.cuda and (own := timing_cores(self.gpu_index)):
-            # Each side of a GPU timing handshake spins on a core of its own, and each GPU of the host
-            # has its own three (host_layout.py): builders and other GPUs' runners stay off them.
-            # The reference jail works only while the worker waits for it: the worker's own core.
-            cpus = [own[1]] if name == "baseline" else [own[0]] if name == "reference" else [own[2]]
-        return JailSpec(
-            argv=[],
-            env=env,
-            name=name,
-            memory_max=int(settings.get("jail_memory_bytes") or 0) or None,
-            gpu=self.gpu_index if self.cuda else None,
-            cpus=cpus,
-            hidden=list(self.hidden),
-            visible=list(self.visible),
-        )
-
-    def zygote(self) -> ZygoteClient | None:
-        """Where runners are forked from (``sandbox/zygote.py``, the zygote that forked this worker):
-        only where their jail runs as root at the sandbox level, and while it can build jails."""
-        if not (self.info.level == "sandbox" and self.info.root):
-            return None
-        if self._zygote is None or not self._zygote.alive():
-            return None
-        return self._zygote
-
-    # -- commands ------------------------------------------------------------------------------------
-    def load(self, cmd: dict[str, Any]) -> None:
-        key = str(cmd["key"])
-        self.hidden = [str(p) for p in cmd.get("hidden", [])]
-        self.visible = [str(p) for p in cmd.get("visible", [])]
-        if key in self.problems:
-            self.send(self._loaded(self.problems[key].problem))
-            return
-        job_dir = tempfile.mkdtemp(prefix="problem-", dir=self.workdir)
-        shutil.copyfile(cmd["path"], os.path.join(job_dir, "problem.py"))
-        os.chmod(job_dir, 0o755)
-        settings = _session_settings(dict(cmd.get("settings") or {}), self.cuda)
-        early = self._start_early(job_dir, settings)
-        self._suspend_references(OPEN_REFERENCES - 1)
-        reference_dir = tempfile.mkdtemp(prefix="reference-", dir=self.workdir)
-        problem: LoadedProblem | None = None
-        try:
-            problem = self._start_reference(key, str(cmd["name"]), job_dir, reference_dir, settings)
-            problem.on_sizes = self._size_check
-            problem.load()
-            # The constructor arguments and RNG state the jail saved: copied for the runners, who
-            # load it with weights_only; never loaded here, and read following no link the jail made.
-            data = jail_dirs.read_bytes(Path(reference_dir), "out/init.pt", INIT_LIMIT)
-            with open(os.path.join(job_dir, "init.pt"), "wb") as fh:
-                fh.write(data)
-        except (ProblemFailure, ResourceExhausted, OSError) as exc:
-            if early is not None:
-                early[0].close()
-            if problem is not None:
-                problem.close()
-            shutil.rmtree(job_dir, ignore_errors=True)
-            shutil.rmtree(reference_dir, ignore_errors=True)
-            if isinstance(exc, ResourceExhausted):
-                self._exhausted(exc)
-                return
-            fail = exc if isinstance(exc, ProblemFailure) else ProblemFailure("init", f"{exc}")
-            self.send(
-                {"kind": "problem_error", "step": fail.step, "message": fail.message, "traceback": fail.tb}
-            )
-            return
-        give_back_cached(self.device)  # the exchange of the shape probes' copies is garbage now
-        state = self.problems[key] = ProblemState(problem, job_dir, reference_dir)
-        state.early_baseline = early
-        if self.cuda and self._slots(problem) <= 1:  # inputs that fill the device: no extra context
-            for spare in self.spares:
-                spare.discard()
-            self.spares = []
-        self.send(self._loaded(problem))
-
-    def _start_reference(
-        self, key: str, name: str, job_dir: str, reference_dir: str, settings: dict[str, Any]
-    ) -> LoadedProblem:
-        """The problem's reference jail, started the way its baseline runner is: its own copy of the
-        problem (read-only) and a folder it may write its init file to; the problem's import roots
-        readable, as for runners. Its code runs there, never here."""
-        out = os.path.join(reference_dir, "out")
-        os.mkdir(out)
-        shutil.copyfile(os.path.join(job_dir, "problem.py"), os.path.join(reference_dir, "problem.py"))
-        for path in (reference_dir, out):
-            os.chmod(path, 0o755)
-        mounts = [Mount(reference_dir, "/tmp/job"), Mount(out, "/tmp/out", writable=True)]
-        hidden, visible = list(self.hidden), list(self.visible)
-
-        def start() -> ReferenceJail:
-            spec = self.jail_spec("reference", settings)
-            spec.mounts, spec.hidden, spec.visible = list(mounts), hidden, visible
-            # The candidates' cap (jail_memory_bytes) contains their hoarding; the problem's jail
-            # holds the reference and its float64 twin, and gets the default cap (half the machine).
-            spec.memory_max = None
-            jail = ReferenceJail()
-            try:
-                jail.start(spec, self.info, zygote=self.zygote())
-            except Exception as exc:  # noqa: BLE001 - a jail that cannot start: the problem's failure
-                raise ProblemFailure("start", f"the problem's reference jail did not start: {exc}") from None
-            return jail
-
-        load_s = float(settings.get("load_timeout_s", 120))
-        call_s = max(
-            float(settings.get("timing_timeout_s", 180)), float(settings.get("correctness_timeout_s", 120))
-        )
-        request = {
-            "path": f"{inside_path(self.info.level, mounts[0])}/problem.py",
-            "module": f"stark_problem_{key}",
-            "device": self.device,
-            "sys_path": self.visible,
-            "out": inside_path(self.info.level, mounts[1]),
-        }
-        # Generous: a problem of gigabytes builds its model and draws its inputs in these; a hang
-        # costs this long once, and the worker lives on.
-        times = JailRequestTimes(load_s=4 * load_s, call_s=call_s)
-        return LoadedProblem(key, name, self.device, start(), request, times, start)
-
-    def _suspend_references(self, keep: int, state: ProblemState | None = None) -> None:
-        """Suspend the reference jails of the least recently used problems other than ``state``'s
-        until at most ``keep`` of them run."""
-        running = sorted(
-            (s for s in self.problems.values() if s is not state and s.problem.jail.alive()),
-            key=lambda s: s.used,
-        )
-        for other in running[: max(0, len(running) - keep)]:
-            other.problem.suspend()
-
-    def _ready(self, state: ProblemState) -> None:
-        """The problem's reference jail running (started again if it was suspended or died)."""
-        state.used = time.monotonic()
-        if not state.problem.jail.alive():
-            self._suspend_references(OPEN_REFERENCES - 1, state)
-            state.problem.reopen()
-
-    def _start_early(self, job_dir: str, settings: dict[str, Any]) -> tuple[RunnerHandle, str] | None:
-        """Start the problem's eager runner and a spare candidate runner now, while the problem loads
-        here: their start-up (a fork, torch's and the CUDA context's initialisation: ~0.3-1 s each on
-        an H200) overlaps the load instead of following it inside the first evaluation. Where the
-        zygote forks them (or on a GPU); a spare is used once, by one candidate, as every spare."""
-        if not (self.cuda or self.zygote() is not None):
-            return None
-        try:
-            if not self.spares:
-                self.spares.append(self.spawn_runner(settings))
-            runner = RunnerHandle("baseline eager", self.device, _spin(self.cuda))
-            spec = self.jail_spec("baseline", settings)
-            spec.mounts = [Mount(job_dir, "/tmp/job")]
-            runner.start(spec, self.info, zygote=self.zygote())
-            return runner, json_key(settings)
-        except Exception:  # noqa: BLE001 - started later, where a failure is reported
-            return None
-
-    def _loaded(self, problem: LoadedProblem) -> dict[str, Any]:
-        return {
-            "kind": "loaded",
-            "shapes": [s.label for s in problem.shapes],
-            "fp64": problem.fp64,
-            "fp64_note": problem.fp64_note,
-        }
-
-    def _size_check(self, problem: LoadedProblem) -> None:
-        """Refuse up front what cannot fit; drop the float64 reference (flagged) when only it does not.
-
-        Per problem: two runners' shared regions (slots of inputs, one output) and their own outputs
-        and weights; the reference jail's inputs, reference output and weights; here the pristine
-        inputs, the reference output's copy and the exchange region; and for the float64 twin twice
-        the inputs, outputs and weights again in the jail, its outputs in the exchange and here. The
-        first check comes before any shape's inputs exist (their size planned on the meta device)."""
-        inputs = max([s.input_bytes for s in problem.shapes] + [problem.planned_input_bytes])
-        outputs = max([s.output_bytes for s in problem.shapes] + [0])
-        params = problem.param_bytes
-        slots = self._slots_for(inputs)
-        # The reference jail's inputs, outputs and weights, and here the pristine inputs, the
-        # reference's copied outputs and the exchange region between the two (the larger of them).
-        need = (
-            2 * (slots * inputs + outputs)
-            + 2 * (outputs + params)
-            + (inputs + outputs + params)
-            + (inputs + outputs + max(inputs, outputs))
-            + 3 * drawn_ahead_bytes(inputs)  # small inputs drawn a few calls ahead (jail, exchange, here)
-        )
-        # The twin's weights, inputs and outputs in the jail, its outputs in the exchange and here.
-        fp64 = 2 * (inputs + outputs + params) + 4 * outputs
-        problem.need_bytes = need
-        total = self._total_bytes()
-        where = "GPU" if self.cuda else "host"
-        if not total:
-            return
-        gib = 1 << 30
-        if need > MEMORY_SHARE * total:
-            raise ProblemFailure(
-                "memory",
-                f"the problem needs about {need / gib:.1f} GiB of {where} memory "
-                f"(inputs {inputs / gib:.2f} GiB, outputs {outputs / gib:.2f} GiB, parameters "
-                f"{params / gib:.2f} GiB, copied for the reference, the baseline and the "
-                f"candidate) and the device has {total / gib:.1f} GiB",
-            )
-        if problem.fp64 and outputs and need + fp64 > MEMORY_SHARE * total:
-            problem.drop_float64(
-                f"the float64 reference was skipped: it needs {fp64 / gib:.1f} GiB more than "
-                f"the {total / gib:.1f} GiB of {where} memory allow"
-            )
-
-    def _slots(self, problem: LoadedProblem) -> int:
-        return self._slots_for(max(s.input_bytes for s in problem.shapes))
-
-    def _slots_for(self, inputs: int) -> int:
-        return input_slots(inputs, self._total_bytes())
-
-    def baseline_driver(
-        self,
-        state: ProblemState,
-        settings: dict[str, Any],
-        compile_mode: str | None = None,
-        timeout: float = 300.0,
-    ) -> Driver:
-        mount = Mount(state.job_dir, "/tmp/job")
-        runner = self._early_runner(state, settings) if compile_mode is None else None
-        if runner is None:
-            runner = RunnerHandle(f"baseline {compile_mode or 'eager'}", self.device, _spin(self.cuda))
-            spec = self.jail_spec("baseline", settings)
-            spec.mounts = [mount]
-            runner.start(spec, self.info, zygote=self.zygote())
-        driver = Driver(state.problem, runner, self.tools, self._slots(state.problem))
-        inside = inside_path(self.info.level, mount)
-        setup = {
-            "mode": "reference",
-            "device": self.device,
-            "module_path": f"{inside}/problem.py",
-            "init_path": f"{inside}/init.pt",
-            "shapes": driver.shapes_setup(),
-            "compile": compile_mode,
-            "timing": {
-                "sleep_cycles": int(_session_settings(settings, self.cuda)["sleep_cycles"]),
-                "spin_s": _spin(self.cuda),
-            },
-            "threads": int(settings.get("cpu_threads", 1)),
-            "poison": False,
-            "sys_path": self.visible,
-        }
-        try:
-            frame = runner.setup(setup, driver.regions(), timeout)
-        except (RunnerDied, RunnerTimeout) as exc:
-            driver.close()
-            raise InfraError(
-                f"the baseline runner did not start: {exc}; {runner.log.text(1500) if runner.log else ''}"
-            ) from None
-        if frame.get("kind") != "ready":
-            driver.close()
-            raise ProblemFailure(
-                "baseline", str(frame.get("message", frame))[:2000], str(frame.get("traceback", ""))
-            )
-        return driver
-
-    def _early_runner(self, state: ProblemState, settings: dict[str, Any]) -> RunnerHandle | None:
-        """The eager runner started while the problem loaded, if it lives and fits ``settings``."""
-        early, state.early_baseline = state.early_baseline, None
-        if early is None:
-            return None
-        runner, key = early
-        if runner.alive() and key == json_key(settings):
-            return runner
-        runner.close()
-        return None
-
-    def _make_room(self, state: ProblemState) -> None:
-        """Close other problems' warm baselines (least recently used first) until this problem's
-        estimated need fits in what the device has free: a long-lived worker (a benchmark, a shared
-        server) must not run out of memory on the tenth problem because it kept the nine before."""
-        state.used = time.monotonic()
-        give_back_cached(self.device)  # the free figure below leaves out our allocator's reserve
-        state.problem.trim()  # and the reference jail's
-        need = int(getattr(state.problem, "need_bytes", 0) or 0)
-        others = sorted(
-            (s for s in self.problems.values() if s is not state and s.baseline is not None),
-            key=lambda s: s.used,
-        )
-        for other in others:
-            if self._free_bytes() >= 1.2 * need:
-                return
-            other.baseline.close()
-            other.baseline = None
-            other.problem.suspend()  # its reference jail holds its models (and a CUDA context)
-            self._memory_settled()
-
-    def _exhausted(self, exc: ResourceExhausted, eval_id: Any = None) -> None:
-        """Out of memory in the problem's own code (in its reference jail) or in this worker's copies:
-        an infrastructure fault (the parent retries it on a fresh worker), never the problem's; what
-        this worker kept warm is let go first, the reference jails' memory with it."""
-        for state in self.problems.values():
-            if state.baseline is not None:
-                state.baseline.close()
-                state.baseline = None
-            _drop_early(state)
-            state.problem.trim()
-        held = _large_tensors()
-        self._memory_settled()
-        free = self._free_bytes() / (1 << 30)
-        frame = {
-            "kind": "infra_error",
-            "message": f"out of memory in the trusted worker or a reference jail ({exc}); "
-            f"{free:.1f} GiB free after letting go "
-            f"of the problems it kept warm; it held {held or 'no tensor of 1 GiB or more'}",
-        }
-        if eval_id is not None:
-            frame["id"] = eval_id
-        self.send(frame)
-
-    def _total_bytes(self) -> int:
-        """What the device has in all: the GPU's memory, or the host's available memory."""
-        if self.cuda:
-            return int(torch.cuda.get_device_properties(self.device).total_memory)
-        return host_available_bytes()
-
-    def _free_bytes(self) -> int:
-        return free_bytes(self.device)
-
-    def eager(self, state: ProblemState, settings: dict[str, Any]) -> Driver:
-        self._make_room(state)
-        if state.baseline is None or not state.baseline.runner.alive():
-            if state.baseline is not None:
-                state.baseline.close()
-            state.baseline = self.baseline_driver(state, settings)
-            for shape in range(len(state.problem.shapes)):
-                for _ in range(3):
-                    state.baseline.call(shape, float(settings.get("timing_timeout_s", 180)))
-            state.baseline.release_last()
-        return state.baseline
-
-    # -- spares --------------------------------------------------------------------------------------
-    def spawn_runner(
-        self, settings: dict[str, Any], tool: profiling.Tool | None = None, ahead: bool = False
-    ) -> Spare:
-        """A candidate runner started now: jailed, torch imported, waiting for its work. With
-        ``tool``, the tool is the jail's command around it and writes its report under ``out``.
-        With ``ahead``, it starts on the builders' cores and moves to the candidate runners' core
-        when it is taken (see ``_warm_ahead``)."""
-        folder = tempfile.mkdtemp(prefix="spare-", dir=self.workdir)
-        job, build = os.path.join(folder, "job"), os.path.join(folder, "build")
-        os.mkdir(job)
-        os.mkdir(build)
-        for path in (folder, job):
-            os.chmod(path, 0o755)
-        mounts = [Mount(job, "/tmp/job"), Mount(build, "/tmp/build", writable=True)]
-        spec = self.jail_spec("candidate", settings)
-        runner = RunnerHandle("candidate", self.device, _spin(self.cuda))
-        if tool is None:
-            spec.mounts = mounts
-            moved_to = None
-            if ahead and spec.cpus:
-                moved_to, spec.cpus = spec.cpus, spare_cores()
-            runner.start(spec, self.info, zygote=self.zygote())
-            spare = Spare(runner, folder, job, build, list(self.visible), json_key(settings))
-            spare.moved_to = moved_to
-            return spare
-        out = os.path.join(folder, "out")
-        os.mkdir(out)
-        out_mount = Mount(out, profiling.OUT_INSIDE, writable=True)
-        spec.mounts = [*mounts, out_mount]
-        spec.env.update(tool.env)
-        inside = inside_path(self.info.level, out_mount)
-        runner.start(
-            spec,
-            self.info,
-            connect=(os.path.join(out, "ctl.sock"), f"{inside}/ctl.sock"),
-            prefix=tool.argv(inside),
-        )
-        return Spare(runner, folder, job, build, list(self.visible), json_key(settings), out)
-
-    def _take_spare(self, settings: dict[str, Any]) -> Spare:
-        while self.spares:
-            spare = self.spares.pop(0)
-            if (
-                spare.runner.alive()
-                and spare.visible == self.visible
-                and spare.settings_key == json_key(settings)
-            ):
-                if spare.moved_to is not None and spare.runner.jail is not None:
-                    spare.runner.jail.set_cpus(spare.moved_to)
-                    spare.moved_to = None
-                return spare
-            spare.discard()
-        return self.spawn_runner(settings)
-
-    def _warm_ahead(self, state: ProblemState) -> bool:
-        """Whether the next spare starts as soon as this evaluation ends, rather than once the worker
-        idles: its start-up (a CUDA context and Triton, and torch when bubblewrap starts it: about
-        2.5 s on an H100) is otherwise what the next of back-to-back evaluations waits for. Only
-        where it can start on cores of its own (a GPU machine that pins its runners): started on the
-        candidate runners' core, it preempted the timed runner and inflated honest kernels' figures
-        by 35-65% on an H100. Not for problems whose inputs fill the device (one more CUDA context)."""
-        return self.cuda and bool(spare_cores()) and self._slots(state.problem) > 1
-
-    def _want_spares(self, settings: dict[str, Any]) -> None:
-        """Start the spares for ``settings`` once the worker is idle (``serve``, SPARE_IDLE_S)."""
-        self.spares_wanted = settings
-
-    def _start_wanted_spares(self) -> None:
-        settings, self.spares_wanted = self.spares_wanted, None
-        if settings is None:
-            return
-        try:
-            while len(self.spares) < SPARES:
-                self.spares.append(self.spawn_runner(settings))
-        except Exception:  # noqa: BLE001 - the next evaluation starts its own runner and reports why not
-            pass
-
-    # -- evaluation ----------------------------------------------------------------------------------
-    def evaluate(self, cmd: dict[str, Any]) -> None:
-        eval_id = cmd["id"]
-        state = self.problems.get(str(cmd["key"]))
+    def evaluate(self, cmd: wire.EvaluateCommand) -> None:
+        eval_id = cmd.id
+        state = self.problems.get(cmd.key)
         if state is None:
-            self.send({"kind": "infra_error", "id": eval_id, "message": "problem not loaded"})
+            self.send(wire.InfraError(id=eval_id, message="problem not loaded"))
             return
-        settings = _session_settings(cmd["settings"], self.cuda)
+        settings = cmd.settings
         started = time.monotonic()
         spare = self._take_spare(settings)
         try:
             self._ready(state)
-            job = self.stage(state, spare, cmd)
+            job = self.stage(state, spare, cmd.job)
             baseline = self.eager(state, settings)
-            baseline.bracket_after_inputs = bool(settings["bracket_after_inputs"])
+            baseline.bracket_after_inputs = settings.bracket_after_inputs
             session = Session(
                 state.problem,
                 baseline,
                 self.tools,
                 settings,
-                lambda phase: self.send({"kind": "progress", "id": eval_id, "phase": phase}),
+                lambda phase: self.send(wire.Progress(id=eval_id, phase=phase)),
             )
             setup_s = time.monotonic() - started
             result = session.run(spare.runner, job)
             result["phase_seconds"]["worker_setup"] = round(setup_s, 3)
-            result.update(kind="result", id=eval_id, isolation=self.info.level, isolation_note=self.info.note)
-            self.send(result)
-        except ProblemFailure as fail:
             self.send(
-                {
-                    "kind": "problem_error",
-                    "id": eval_id,
-                    "step": fail.step,
-                    "message": fail.message,
-                    "traceback": fail.tb,
-                }
+                wire.Result(id=eval_id, isolation=self.info.level, isolation_note=self.info.note, **result)
             )
+        except ProblemFailure as fail:
+            self.send(wire.ProblemError(id=eval_id, step=fail.step, message=fail.message, traceback=fail.tb))
         except InfraError as exc:
-            self.send({"kind": "infra_error", "id": eval_id, "message": str(exc)})
+            self.send(wire.InfraError(id=eval_id, message=str(exc)))
         except ResourceExhausted as exc:
             self._exhausted(exc, eval_id)
         except torch.OutOfMemoryError as exc:  # our own copies, comparisons: the machine, not a verdict
@@ -662,231 +137,49 @@ class Worker:
             self._memory_settled()
             self._next_spare(state, settings)
 
-    def _next_spare(self, state: ProblemState, settings: dict[str, Any]) -> None:
-        """Where spares warm ahead (``_warm_ahead``), the next one starts as soon as an evaluation is
-        over: its start-up (a CUDA context on the same device, Triton) never overlaps a timed call.
-        Started when the evaluation began, a forked spare's CUDA context came up in the middle of a
-        cached candidate's timing and tripled its median on an H100 (0.022 -> 0.063 ms)."""
-        if self.spares or not self._warm_ahead(state):
-            self._want_spares(settings)
-            return
-        try:
-            self.spares.append(self.spawn_runner(settings, ahead=True))
-        except Exception:  # noqa: BLE001 - the next evaluation starts its own runner and reports why not
-            pass
-
-    def stage(self, state: ProblemState, spare: Spare, cmd: dict[str, Any]) -> dict[str, Any]:
-        """Give a started runner its files (the candidate, or the problem for ``reference``, the
-        constructor arguments, the candidate's build) and say where it sees them."""
-        job = dict(cmd.get("job") or {})
-        if cmd.get("reference"):
-            shutil.copyfile(os.path.join(state.job_dir, "problem.py"), os.path.join(spare.job, "problem.py"))
-        else:
-            shutil.copyfile(job["source_path"], os.path.join(spare.job, "candidate.py"))
-        shutil.copyfile(os.path.join(state.job_dir, "init.pt"), os.path.join(spare.job, "init.pt"))
-        build_dir = job.get("build_dir")
-        if job.get("build_in_place") and build_dir:
-            build = build_dir
-        else:
-            build = spare.build
-            if build_dir and os.path.isdir(build_dir):
-                shutil.copytree(build_dir, build, symlinks=True, dirs_exist_ok=True)
-        _chown_tree(build, spare.runner.jail.uid if spare.runner.jail else None)
-        sandbox = self.info.level == "sandbox"
-        inside_build = "/tmp/build" if sandbox else build
-        return {
-            "job": "/tmp/job" if sandbox else spare.job,
-            "slots": self._slots(state.problem),
-            "deferred": bool(job.get("deferred")),
-            "env": {
-                "TORCH_EXTENSIONS_DIR": inside_build,
-                "TRITON_CACHE_DIR": f"{inside_build}/triton",
-                **self.arch_env,
-            },
-            "sys_path": self.visible,
-        }
-
-    def slots(self, problem: LoadedProblem) -> int:
-        return self._slots(problem)
-
-    def memory_settled(self) -> None:
-        self._memory_settled()
-
-    # -- after the evaluation: outside tools (trusted/profiling.py) ------------------------------------
-    def profile(self, cmd: dict[str, Any]) -> None:
+    def profile(self, cmd: wire.ProfileCommand) -> None:
         """Nsight Compute's counters for one forward of a candidate (or the reference)."""
-        state = self.problems[str(cmd["key"])]
-        settings = _session_settings(cmd["settings"], self.cuda)
+        state = self.problems[cmd.key]
+        settings = cmd.settings
         self._ready(state)
         try:
             self.send(profiling.profile(self, state, cmd, settings))
         finally:
             self._want_spares(settings)
 
-    def sanitize(self, cmd: dict[str, Any]) -> None:
+    def sanitize(self, cmd: wire.SanitizeCommand) -> None:
         """compute-sanitizer's first report on a candidate that failed with a memory error."""
-        state = self.problems[str(cmd["key"])]
-        settings = _session_settings(cmd["settings"], self.cuda)
+        state = self.problems[cmd.key]
+        settings = cmd.settings
         self._ready(state)
         try:
             self.send(profiling.sanitize(self, state, cmd, settings))
         finally:
             self._want_spares(settings)
 
-    def sol_counts(self, cmd: dict[str, Any]) -> None:
-        """The reference's bytes and FLOPs per shape: the problem's floor (docs/sol.md). Never a
-        worker fault: a problem whose forward cannot be counted just has no floor."""
-        state = self.problems[str(cmd["key"])]
-        try:
-            self._ready(state)
-            answer = state.problem.sol_counts()
-        except Exception as exc:  # noqa: BLE001 - the problem's own code failed, in its jail
-            answer = {"kind": "sol_missing", "message": f"{type(exc).__name__}: {exc}"[:1500]}
-        finally:
-            give_back_cached(self.device)
-        self.send(answer)
-
-    def calibrate(self, cmd: dict[str, Any]) -> None:
-        """Measure this device's peaks (bandwidth, FP32, tensor cores) with no runner alive."""
-        try:
-            answer = sol_calibrate.measure(self.device)
-        except Exception as exc:  # noqa: BLE001 - the parent falls back to the datasheet
-            answer = {"kind": "sol_missing", "message": f"{type(exc).__name__}: {exc}"[:1500]}
-        finally:
-            give_back_cached(self.device)
-        self.send(answer)
-
-    def baseline(self, cmd: dict[str, Any]) -> None:
-        """Time ``name`` (a torch.compile mode) beside eager, in its own runner."""
-        name = str(cmd["name"])
-        state = self.problems[str(cmd["key"])]
-        settings = _session_settings(cmd["settings"], self.cuda)
-        try:
-            self._ready(state)
-        except (ProblemFailure, ResourceExhausted) as exc:
-            self.send({"kind": "baseline_missing", "name": name, "message": f"{name} failed: {exc}"[:3000]})
-            return
-        modes = {
-            "compile_default": "default",
-            "compile_max_autotune": "max-autotune",
-            "compile_max_autotune_no_cudagraphs": "max-autotune-no-cudagraphs",
-        }
-        if name == "eager":
-            self.send({"kind": "baseline", "name": name, **self._time_eager(state, settings)})
-            return
-        if name not in modes:
-            self.send({"kind": "baseline_missing", "name": name, "message": f"unknown baseline {name!r}"})
-            return
-        driver = None
-        try:
-            timeout = float(settings.get("baseline_timeout_s", 900))
-            driver = self.baseline_driver(state, settings, modes[name], timeout)
-            eager = self.eager(state, settings)
-            started = time.monotonic()
-            for shape in range(len(state.problem.shapes)):
-                for _ in range(3):  # compiles (and recompiles for any guard) outside the timing
-                    made = driver.call(shape, timeout)
-                    if made.outcome.meta.get("ok") is not True:
-                        raise ProblemFailure(name, str(made.outcome.meta.get("message", "failed")))
-            first = time.monotonic() - started
-            shapes = []
-            for shape in range(len(state.problem.shapes)):
-                mode_s, eager_s = timing.Samples(), timing.Samples()
-                spent, t0 = 0, time.monotonic()
-                while spent < int(settings["min_calls"]) or time.monotonic() - t0 < float(
-                    settings["min_time_s"]
-                ):
-                    for drv, samples in ((eager, eager_s), (driver, mode_s)):
-                        made = drv.call(shape, timeout)
-                        samples.add(made.outcome.reported_ns, made.outcome.bracket_ns)
-                    spent += 1
-                    if spent >= 3 and time.monotonic() - t0 > float(settings["max_time_s"]):
-                        break
-                shapes.append(
-                    {
-                        "label": state.problem.shapes[shape].label,
-                        "samples_ms": mode_s.reported_ms,
-                        "eager_ms": eager_s.reported_ms,
-                    }
-                )
-            eager.release_last()  # the warm eager runner stays; its last call's inputs need not
-            self.send(
-                {
-                    "kind": "baseline",
-                    "name": name,
-                    "shapes": shapes,
-                    "first_calls_s": round(first, 3),
-                    "mode": modes[name],
-                }
-            )
-        except (ProblemFailure, InfraError, RunnerDied, RunnerTimeout) as exc:
-            log = driver.runner.log.text(1500) if driver is not None and driver.runner.log else ""
-            self.send(
-                {"kind": "baseline_missing", "name": name, "message": f"{name} failed: {exc}\n{log}"[:3000]}
-            )
-        finally:
-            if driver is not None:
-                driver.close()
-            self._memory_settled()
-
-    def _time_eager(self, state: ProblemState, settings: dict[str, Any]) -> dict[str, Any]:
-        eager = self.eager(state, settings)
-        shapes = []
-        timeout = float(settings.get("timing_timeout_s", 180))
-        for shape in range(len(state.problem.shapes)):
-            samples = timing.Samples()
-            t0 = time.monotonic()
-            while len(samples.reported_ms) < int(settings["min_calls"]) or time.monotonic() - t0 < float(
-                settings["min_time_s"]
-            ):
-                made = eager.call(shape, timeout)
-                samples.add(made.outcome.reported_ns, made.outcome.bracket_ns)
-                if len(samples.reported_ms) >= 3 and time.monotonic() - t0 > float(settings["max_time_s"]):
-                    break
-            shapes.append(
-                {
-                    "label": state.problem.shapes[shape].label,
-                    "samples_ms": samples.reported_ms,
-                    "eager_ms": samples.reported_ms,
-                }
-            )
-        eager.release_last()
-        return {"shapes": shapes, "mode": "eager"}
-
-    def _memory_settled(self, timeout: float = 10.0) -> None:
-        """After a runner is gone, wait until the driver has given its GPU memory back."""
-        if not self.cuda:
-            return
-        give_back_cached(self.device)
-        deadline = time.monotonic() + timeout
-        previous = -1
-        while time.monotonic() < deadline:
-            free, _ = torch.cuda.mem_get_info(self.device)
-            if free == previous:
-                return
-            previous = free
-            time.sleep(0.05)
-
     def serve(self, in_fd: int) -> None:
         while True:
             idle = SPARE_IDLE_S if self.spares_wanted is not None else None
             try:
-                cmd = frames.recv(in_fd, timeout=idle)
+                frame = frames.recv(in_fd, timeout=idle)
             except frames.FrameTimeout:
                 self._start_wanted_spares()
                 continue
-            if cmd is None or cmd.get("cmd") == "shutdown":
+            if frame is None:
                 break
             try:
-                getattr(self, str(cmd["cmd"]))(cmd)
-            except Exception as exc:  # noqa: BLE001 - report, keep serving
+                cmd = wire.decode_command(frame)
+                if isinstance(cmd, wire.ShutdownCommand):
+                    break
+                HANDLERS[type(cmd)](self, cmd)
+            except Exception as exc:  # noqa: BLE001 - report (a malformed command too), keep serving
+                said = frame.get("id")
                 self.send(
-                    {
-                        "kind": "infra_error",
-                        "id": cmd.get("id"),
-                        "message": f"{type(exc).__name__}: {exc}",
-                        "traceback": traceback.format_exc()[-4000:],
-                    }
+                    wire.InfraError(
+                        id=said if isinstance(said, str) else None,
+                        message=f"{type(exc).__name__}: {exc}",
+                        traceback=traceback.format_exc()[-4000:],
+                    )
                 )
         for state in self.problems.values():
             if state.baseline is not None:
@@ -901,75 +194,16 @@ class Worker:
             remove_own(self.info.cgroup)
 
 
-def input_slots(inputs: int, total: int) -> int:
-    """Two rotating input slots per runner, one when a call's ``inputs`` are large next to the
-    device's ``total`` memory (gigabytes on a GPU)."""
-    return 2 if not total or 8 * inputs < 0.2 * total else 1
-
-
-def _large_tensors(limit: int = 1 << 30) -> str:
-    """The tensors of ``limit`` bytes or more this process holds, with what holds them: the one line
-    that tells a user (and us) where a worker's memory went when it ran out."""
-    import gc
-
-    found = []
-    for obj in gc.get_objects():
-        if type(obj) is torch.Tensor and obj.untyped_storage().nbytes() >= limit:
-            holders = sorted({type(r).__name__ for r in gc.get_referrers(obj)} - {"list", "frame"})
-            where = ", ".join(holders) or "a list"
-            found.append(f"{list(obj.shape)} {obj.dtype} on {obj.device} (in {where})")
-    return "; ".join(found[:12])
-
-
-def _spin(cuda: bool) -> float:
-    return GPU_SPIN_S if cuda else 0.0
-
-
-def _drop_early(state: ProblemState) -> None:
-    """Close the eager runner started during the load, if nobody took it."""
-    if state.early_baseline is not None:
-        state.early_baseline[0].close()
-        state.early_baseline = None
-
-
-def _session_settings(settings: dict[str, Any], cuda: bool) -> dict[str, Any]:
-    s = dict(settings)
-    s.setdefault("spin_s", _spin(cuda))
-    s.setdefault("sleep_cycles", GPU_SLEEP_CYCLES if cuda else 0)
-    # The timing tolerances come with the settings (EvalSettings.gpu_timing / cpu_timing), never from
-    # defaults here: they change verdicts and times, so they are part of every cache key. Why their
-    # figures are what they are:
-    # The slack is what a shaved report could gain, so it is as small as the measurement allows: a
-    # floor, a share of the figure, and the noise of the overhead estimate (timing.slack_ms). CPU
-    # brackets are the jail's CPU time read through process clocks; the harness's share of a call
-    # (waking, publishing the outputs: 0.1-0.2 ms on the 2-core CI machine) differs between the two
-    # runners by up to ~0.045 ms. GPU brackets are spin-waited wall time with ~0.5 ms of harness a
-    # call on an H100; honest candidates' reports landed from 18 us below to 34 us above the trusted
-    # figure there (docs/benchmarks/adversarial.md). The floors are those differences: below them a
-    # report is believed, so kernels of well under ten times the floor are bounded only loosely.
-    # The CPU share also grows with what the forward streams through the caches, which leaves the
-    # harness cold: an honest two-pass variance (three 2 MB temporaries against the reference's
-    # one) ran its share 0.03-0.16 ms above the reference's, so it is flagged in about one
-    # evaluation in eight (its figure is then the trusted one). A share wide enough to believe it
-    # would let any report gain as much (docs/benchmarks/adversarial.md, 26 Nov, evening).
-    # Past the slack the trusted figure is used whatever the gap; rejecting as forgery needs more: an
-    # honest Triton candidate made mostly of torch calls was 0.12 ms slower on the GPU's trusted clock
-    # than in its own events (tests/gpu/test_gpu_triton.py), so on the GPU only a larger gap is a lie.
-    # On the CPU the two runners' harness shares (0.1-0.7 ms of CPU a call on a 2-core VM) were seen
-    # 0.12-0.13 ms apart for identical code beside a forward of 0.04 ms (CI rejected such candidates
-    # under a 0.1 ms floor, twice in one run): the same floor as the GPU's, and past the whole
-    # calibrated share as well, which grows with the outputs the harness publishes.
-    # GPU: the bracket starts after our input write and L2 flush (large copies, noisy). A candidate
-    # could only use that window with a kernel left spinning on the inputs, which the idle probe
-    # before every baseline block rejects. CPU: the window is CPU time the runner would have to spend.
-    # CPU: at least this many timing blocks per runner, so the drift between blocks is measured
-    # (timing.MIN_BATCHES). GPU: blocks stay as long as 20 ms allows; each adds an idle probe.
-    tolerances = settings.get("gpu_timing" if cuda else "cpu_timing")
-    if isinstance(tolerances, dict):
-        s.update(tolerances)
-    s.setdefault("check_rate", 0.1)
-    s.setdefault("min_timed_checks", 3)
-    return s
+# Each command's record type and the method that serves it (the record names the command on the wire).
+HANDLERS: dict[type[wire.Command], Callable[[Worker, Any], None]] = {
+    wire.LoadCommand: Worker.load,
+    wire.EvaluateCommand: Worker.evaluate,
+    wire.BaselineCommand: Worker.baseline,
+    wire.ProfileCommand: Worker.profile,
+    wire.SanitizeCommand: Worker.sanitize,
+    wire.SolCountsCommand: Worker.sol_counts,
+    wire.CalibrateCommand: Worker.calibrate,
+}
 
 
 def main(argv: list[str]) -> None:
@@ -987,16 +221,14 @@ def main(argv: list[str]) -> None:
     if info.cgroup:
         sweep_stale(info.cgroup)
     worker = Worker(out_fd, device, workdir, gpu_index, info, outside, zygote=zygote)
-    frames.send(
-        out_fd,
-        {
-            "kind": "hello",
-            "device": device,
-            "isolation": worker.info.level,
-            "isolation_note": worker.info.note,
-            "pid": os.getpid(),
-            "tools": {name: outside.find(name) for name in TOOLS},
-        },
+    worker.send(
+        wire.Hello(
+            device=device,
+            isolation=worker.info.level,
+            isolation_note=worker.info.note,
+            pid=os.getpid(),
+            tools={name: outside.find(name) for name in TOOLS},
+        )
     )
     worker.serve(in_fd)
 

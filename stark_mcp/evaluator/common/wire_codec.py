@@ -1,0 +1,155 @@
+"""How the records of ``common/wire.py`` become frames and back: each field written as it is (a nested
+record as an object, a field left at None not at all) and, when read, checked against its declared
+type (str, int, float, bool, None, list[...], dict[str, ...], a nested record, Any for what passes
+through unchecked), so a frame that is not the record is a ``WireError`` saying which field and why.
+Standard library only.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from typing import Any, ClassVar, Union
+
+
+class WireError(ValueError):
+    """A frame that is not a record of the worker protocol; the message says why."""
+
+
+class UnknownFrame(WireError):
+    """A command or answer of a name the protocol does not have."""
+
+
+class MalformedFrame(WireError):
+    """A known command or answer with a field missing, unexpected or of the wrong type."""
+
+
+# -- encoding and decoding -----------------------------------------------------------------------------
+
+
+def _type_name(kind: Any) -> str:
+    return getattr(kind, "__name__", None) or str(kind).replace("typing.", "")
+
+
+def _check(value: Any, kind: Any, where: str) -> Any:
+    """``value`` as ``kind`` (a nested record decoded, an int taken for a float), or MalformedFrame."""
+    if kind is Any:
+        return value
+    origin = typing.get_origin(kind)
+    if origin in (Union, types.UnionType):
+        options = typing.get_args(kind)
+        if value is None and type(None) in options:
+            return None
+        errors = []
+        for option in options:
+            if option is type(None):
+                continue
+            try:
+                return _check(value, option, where)
+            except MalformedFrame as exc:
+                errors.append(str(exc))
+        raise MalformedFrame(errors[0] if len(errors) == 1 else f"{where}: expected {_type_name(kind)}")
+    if origin is list:
+        if not isinstance(value, list):
+            raise MalformedFrame(f"{where}: expected a list, got {type(value).__name__}")
+        (item,) = typing.get_args(kind)
+        return [_check(v, item, f"{where}[{i}]") for i, v in enumerate(value)]
+    if origin is dict:
+        if not isinstance(value, dict):
+            raise MalformedFrame(f"{where}: expected an object, got {type(value).__name__}")
+        keys, item = typing.get_args(kind)
+        out = {}
+        for k, v in value.items():
+            if not isinstance(k, str):
+                raise MalformedFrame(f"{where}: a key is not a string")
+            out[k] = _check(v, item, f"{where}.{k}")
+        return out
+    if dataclasses.is_dataclass(kind):
+        if not isinstance(value, dict):
+            raise MalformedFrame(f"{where}: expected an object, got {type(value).__name__}")
+        return _decode_fields(kind, value, where)
+    if kind is bool:
+        if not isinstance(value, bool):
+            raise MalformedFrame(f"{where}: expected a bool, got {type(value).__name__}")
+        return value
+    if kind is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise MalformedFrame(f"{where}: expected an int, got {type(value).__name__}")
+        return value
+    if kind is float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise MalformedFrame(f"{where}: expected a number, got {type(value).__name__}")
+        return float(value)
+    if kind is str:
+        if not isinstance(value, str):
+            raise MalformedFrame(f"{where}: expected a string, got {type(value).__name__}")
+        return value
+    raise TypeError(f"the wire has no rule for {kind!r}")  # a record declared with a type we do not send
+
+
+def _hints(cls: type) -> dict[str, Any]:
+    cached = cls.__dict__.get("_wire_hints")
+    if cached is None:
+        cached = typing.get_type_hints(cls)
+        cls._wire_hints = cached  # type: ignore[attr-defined]
+    return cached
+
+
+def _admits_none(kind: Any) -> bool:
+    return typing.get_origin(kind) in (Union, types.UnionType) and type(None) in typing.get_args(kind)
+
+
+def _decode_fields(cls: type, frame: dict[str, Any], where: str, skip: str = "") -> Any:
+    hints = _hints(cls)
+    names = {f.name for f in dataclasses.fields(cls)}
+    extra = sorted(k for k in frame if k not in names and k != skip)
+    if extra:
+        raise MalformedFrame(f"{where}: unexpected field {extra[0]!r}")
+    values = {}
+    for f in dataclasses.fields(cls):
+        if f.name not in frame:
+            if _admits_none(hints[f.name]):
+                values[f.name] = None  # a field left at None is not written
+            elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+                raise MalformedFrame(f"{where}: missing field {f.name!r}")
+            continue
+        values[f.name] = _check(frame[f.name], hints[f.name], f"{where}.{f.name}")
+    return cls(**values)
+
+
+def _encode(value: Any) -> Any:
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return _fields_frame(value)
+    if isinstance(value, list):
+        return [_encode(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _encode(v) for k, v in value.items()}
+    return value
+
+
+def _fields_frame(record: Any) -> dict[str, Any]:
+    out = {}
+    for f in dataclasses.fields(record):
+        value = getattr(record, f.name)
+        if value is not None:
+            out[f.name] = _encode(value)
+    return out
+
+
+class Record:
+    """What every command and answer has: its name on the wire, and its encoding."""
+
+    TAG: ClassVar[str] = ""  # "cmd" for commands, "kind" for answers
+    NAME: ClassVar[str] = ""
+
+    def to_frame(self) -> dict[str, Any]:
+        return {self.TAG: self.NAME, **_fields_frame(self)}
+
+    @classmethod
+    def from_frame(cls, frame: dict[str, Any]) -> Any:
+        if not isinstance(frame, dict):
+            raise MalformedFrame(f"a frame must be an object, got {type(frame).__name__}")
+        if frame.get(cls.TAG) != cls.NAME:
+            raise MalformedFrame(f"{cls.NAME}: the frame's {cls.TAG} is {frame.get(cls.TAG)!r}")
+        return _decode_fields(cls, frame, cls.NAME, skip=cls.TAG)
