@@ -288,9 +288,9 @@ class Jail:
         if self._uid is not None:
             for m in spec.mounts:
                 if m.writable:
-                    _chown_tree(m.src, self._uid.uid)
+                    chown_tree(m.src, self._uid.uid)
                 elif self.level == "uid":  # no mount namespace: only the owner may read it
-                    _chown_tree(m.src, self._uid.uid)
+                    chown_tree(m.src, self._uid.uid)
                     os.chmod(m.src, 0o700)
         env = dict(spec.env)
         env["HOME"] = self.scratch  # never the user's: tools read config (and secrets) from HOME
@@ -705,7 +705,8 @@ def unreadable_root(root: str, level: str, hidden: list[str]) -> str | None:
         path = os.path.dirname(path)
 
 
-def _chown_tree(path: str, uid: int) -> None:
+def chown_tree(path: str, uid: int) -> None:
+    """Give ``path`` and everything under it to ``uid`` (what cannot be changed is left)."""
     for root, dirs, files in os.walk(path):
         for name in [root, *(os.path.join(root, d) for d in dirs), *(os.path.join(root, f) for f in files)]:
             try:

@@ -12,7 +12,7 @@ from typing import Any
 from stark_mcp.evaluator.common import wire
 from stark_mcp.evaluator.common.wire import WorkerSettings
 from stark_mcp.evaluator.sandbox.host_layout import spare_cores
-from stark_mcp.evaluator.sandbox.launch import Mount, inside_path
+from stark_mcp.evaluator.sandbox.launch import Mount, chown_tree, inside_path
 from stark_mcp.evaluator.trusted import profiling
 from stark_mcp.evaluator.trusted.runners import RunnerHandle
 from stark_mcp.evaluator.trusted.worker_state import (
@@ -30,17 +30,6 @@ SPARES = 1  # candidate runners kept started ahead of time
 # only pay for a runner nobody takes (one bubblewrap starts imports torch: 1.2-3 CPU-s on a 2-core
 # machine; a forked one, sandbox/zygote.py, costs about 0.1 s).
 SPARE_IDLE_S = 5.0
-
-
-def _chown_tree(path: str, uid: int | None) -> None:
-    if uid is None:
-        return
-    for root, dirs, files in os.walk(path):
-        for name in [root, *(os.path.join(root, d) for d in dirs), *(os.path.join(root, f) for f in files)]:
-            try:
-                os.lchown(name, uid, uid)
-            except OSError:
-                pass
 
 
 class SpareRunners(WorkerBase):
@@ -151,7 +140,8 @@ class SpareRunners(WorkerBase):
             build = spare.build
             if build_dir and os.path.isdir(build_dir):
                 shutil.copytree(build_dir, build, symlinks=True, dirs_exist_ok=True)
-        _chown_tree(build, spare.runner.jail.uid if spare.runner.jail else None)
+        if spare.runner.jail is not None and spare.runner.jail.uid is not None:
+            chown_tree(build, spare.runner.jail.uid)
         sandbox = self.info.level == "sandbox"
         inside_build = "/tmp/build" if sandbox else build
         return {
