@@ -268,15 +268,33 @@ async def settle(path: Path, timeout: float = 900.0) -> int | None:
 
 
 async def stop(path: Path, wait_s: float = 30.0) -> int | None:
-    """Stop the daemon at ``path`` and wait until it has exited (its lifetime lock is free); its pid,
-    or None if none answered."""
+    """Stop the daemon at ``path`` and wait until it has exited: its lifetime lock is free, and then
+    its process is gone (the daemon lets the lock go in its last ``finally``, before the interpreter's
+    own teardown, which on a loaded machine outlived the lock: "stopped" then named a live process).
+    Its pid, or None if none answered."""
     reply = await ask(path, wire.StopRequest())
     if not isinstance(reply, wire.Stopping):
         return None
     deadline = time.monotonic() + wait_s
     while not lock_free(path.with_suffix(".lock")) and time.monotonic() < deadline:
         await asyncio.sleep(0.05)
+    while not process_gone(reply.pid) and time.monotonic() < deadline:
+        await asyncio.sleep(0.05)
     return reply.pid
+
+
+def process_gone(pid: int) -> bool:
+    """Whether ``pid`` has exited: no such process, or a zombie its parent has not reaped yet."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:  # another user's process: ours has exited and the pid was reused
+        return True
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[-1].split()[0] == "Z"
+    except OSError:
+        return True
 
 
 def lock_free(path: Path) -> bool:
