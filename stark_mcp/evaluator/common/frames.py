@@ -13,6 +13,7 @@ import os
 import select
 import struct
 import time
+from collections.abc import Mapping
 from typing import Any
 
 _HEADER = struct.Struct(">I")
@@ -28,7 +29,7 @@ class FrameTimeout(Exception):
     """No frame began before the deadline (nothing of the stream was consumed)."""
 
 
-def send(fd: int, obj: dict[str, Any]) -> None:  # free-form: any protocol's frame, already made
+def send(fd: int, obj: Mapping[str, Any]) -> None:  # any protocol's frame (its records type it)
     data = json.dumps(obj, separators=(",", ":"), allow_nan=True).encode()
     if len(data) > MAX_FRAME:
         raise ValueError(f"frame of {len(data)} bytes exceeds {MAX_FRAME}")

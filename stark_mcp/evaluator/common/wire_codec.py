@@ -107,6 +107,7 @@ def _check_typed_dict(kind: Any, value: dict[Any, Any], where: str) -> None:
             raise MalformedFrame(f"{where}: missing field {k!r}")
 
 
+# free-form: key -> its declared type, any type
 def _typed_dict_keys(kind: Any) -> tuple[dict[str, Any], frozenset[str]]:
     """A TypedDict's value types and required keys. Read from its hints rather than
     ``__required_keys__``, which under ``from __future__ import annotations`` cannot see NotRequired."""
