@@ -12,11 +12,12 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 import pytest
 
 from stark_mcp.evaluator.common import frames, wire
+from stark_mcp.evaluator.common.wire_codec import _check
 from stark_mcp.evaluator.settings import EvalSettings
 from stark_mcp.evaluator.trusted.worker import HANDLERS
 from stark_mcp.evaluator.workers import WorkerClient, WorkerCrashed
@@ -24,6 +25,18 @@ from tests.evaluator.conftest import FIXTURES
 
 SETTINGS = EvalSettings(trials=2, cpu_threads=0).worker_settings("cpu")
 JOB = wire.Job(source_path="/tmp/c.py", build_dir="/tmp/b", deferred=True, build_in_place=False)
+
+SHAPE: wire.ShapeTiming = {
+    "label": "a", "samples_ms": [0.5, 0.25], "baseline_ms": [1.0, 1], "reported_ms": 0.4, "external_ms": None,
+    "overhead_ms": 0.05, "source": "reported",
+    "raw": {"candidate": [[0.5], [0.6]], "baseline": [[1], [1.25]]},
+}  # fmt: skip
+CORRECT: wire.CorrectnessSummary = {
+    "trials": 2, "trials_passed": 2, "max_abs_error": 1e-6, "max_rel_error": 0, "rel_norm_error": 1e-7,
+    "tolerance": 1e-5, "allclose_1e2": True, "allclose_1e4": None,
+}  # fmt: skip
+COUNTS = {"label": "a", "input_bytes": 4, "param_bytes": 0, "output_bytes": 4, "flops": {"pointwise": 2},
+          "flops_by_op": {"aten.relu.default": 2.0}, "dtypes": ["float32"], "counted_on": "meta"}  # fmt: skip
 
 SAMPLES: list[wire.Command | wire.Answer] = [
     wire.LoadCommand(key="k", name="relu", path="/tmp/p.py", settings=SETTINGS, hidden=["/h"], visible=[]),
@@ -41,8 +54,7 @@ SAMPLES: list[wire.Command | wire.Answer] = [
     wire.Progress(id="abc", phase="timing"),
     wire.Result(
         id="abc", isolation="sandbox", isolation_note="", status="passed", message="ok",
-        shapes=[{"label": "a", "samples_ms": [0.5, 0.25], "raw": {"candidate": [[0.5], [0.6]]}}],
-        correctness={"trials": 2}, findings=["f"], flags=["timing_mismatch"],
+        shapes=[SHAPE], correctness=CORRECT, findings=["f"], flags=["timing_mismatch"],
         phase_seconds={"load": 0.25}, counts={"calls": 3}, kernels=[["k", 1.5]], launches=[{"name": "k"}],
     ),
     wire.Result(id="abc", isolation="process", isolation_note="n", status="load_error", reason="import"),
@@ -54,7 +66,7 @@ SAMPLES: list[wire.Command | wire.Answer] = [
     wire.Profile(shape="a", source="torch_profiler", reason="no ncu", seconds=0.5, kernels=[["k", 2.0]],
                  launches=[{"name": "k", "grid": [1, 1, 1]}]),
     wire.Sanitized(report="", reason="no tool", seconds=0.0),
-    wire.SolCounts(shapes=[{"label": "a", "input_bytes": 4, "flops": {"pointwise": 2.0}}]),
+    wire.SolCounts(shapes=[COUNTS]),  # type: ignore[list-item]
     wire.SolMissing(message="RuntimeError: cannot count"),
     wire.Calibrated(bandwidth_bytes_per_s=1e10, fp32_flops_per_s=1e11, method="copy", seconds=0.5,
                     threads=1, cache_bytes=1 << 20),
@@ -163,6 +175,37 @@ def test_an_unknown_or_malformed_command_is_a_typed_error_that_says_why(
         wire.decode_command(frame)
 
 
+def _result(**fields: Any) -> dict[str, Any]:
+    return {"kind": "result", "id": "a", "isolation": "", "isolation_note": "", "status": "passed", **fields}
+
+
+def test_a_typed_json_object_reads_back_as_the_same_dict_it_was() -> None:
+    """Checked, not converted: an int where a float is declared stays an int, so what the parent
+    validates and stores is what the worker wrote, byte for byte."""
+    frame = _through_json(wire.Result(id="a", isolation="", isolation_note="", status="passed",
+                                      shapes=[SHAPE], correctness=CORRECT).to_frame())  # fmt: skip
+    answer = wire.decode_answer(frame)
+    assert isinstance(answer, wire.Result)
+    assert answer.shapes == [SHAPE] and type(answer.shapes[0]) is dict
+    assert answer.shapes[0]["baseline_ms"][1] == 1 and type(answer.shapes[0]["baseline_ms"][1]) is int
+    assert json.dumps(answer.to_frame()) == json.dumps(frame)
+
+
+class _Part(TypedDict):
+    size: int
+    note: NotRequired[str]
+
+
+def test_a_typed_json_object_may_leave_out_only_what_its_type_says() -> None:
+    Part = _Part
+    assert _check({"size": 1}, Part, "p") == {"size": 1}
+    assert _check({"size": 1, "note": "n"}, Part, "p") == {"size": 1, "note": "n"}
+    with pytest.raises(wire.MalformedFrame, match="p: missing field 'size'"):
+        _check({"note": "n"}, Part, "p")
+    with pytest.raises(wire.MalformedFrame, match=r"p\.note: expected a string, got int"):
+        _check({"size": 1, "note": 2}, Part, "p")
+
+
 @pytest.mark.parametrize(
     "frame,expect,error,reason",
     [
@@ -178,6 +221,21 @@ def test_an_unknown_or_malformed_command_is_a_typed_error_that_says_why(
           "phase_seconds": {"load": "slow"}}, None, wire.MalformedFrame,
          r"result\.phase_seconds\.load: expected a number, got str"),
         ({"kind": "progress", "phase": "timing"}, None, wire.MalformedFrame, "progress: missing field 'id'"),
+        # the JSON objects typed as TypedDicts: every key there, none other, each value of its type
+        (_result(shapes=[{k: v for k, v in SHAPE.items() if k != "raw"}]), None, wire.MalformedFrame,
+         r"result\.shapes\[0\]: missing field 'raw'"),
+        (_result(shapes=[{**SHAPE, "median_ms": 1.0}]), None, wire.MalformedFrame,
+         r"result\.shapes\[0\]: unexpected field 'median_ms'"),
+        (_result(shapes=[{**SHAPE, "raw": {"candidate": [[0.5, "x"]]}}]), None, wire.MalformedFrame,
+         r"result\.shapes\[0\]\.raw\.candidate\[0\]\[1\]: expected a number, got str"),
+        (_result(correctness={**CORRECT, "allclose_1e2": 1}), None, wire.MalformedFrame,
+         r"result\.correctness\.allclose_1e2: expected a bool, got int"),
+        (_result(correctness=[CORRECT]), None, wire.MalformedFrame,
+         r"result\.correctness: expected an object, got list"),
+        ({"kind": "sol_counts", "shapes": [{**COUNTS, "input_bytes": 4.5}]}, None, wire.MalformedFrame,
+         r"sol_counts\.shapes\[0\]\.input_bytes: expected an int, got float"),
+        ({"kind": "baseline", "name": "eager", "mode": "eager", "shapes": [{"label": "a", "samples_ms": []}]},
+         None, wire.MalformedFrame, r"baseline\.shapes\[0\]: missing field 'eager_ms'"),
     ],
 )  # fmt: skip
 def test_an_unknown_or_malformed_answer_is_a_typed_error_that_says_why(

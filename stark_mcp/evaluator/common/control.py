@@ -19,7 +19,10 @@ import select
 import struct
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from stark_mcp.evaluator.common.runner_wire import Done
 
 SIZE = 1 << 16
 PROFILE = 1 << 31  # set in GO's slot: run this call once under the profiler, untimed and unchecked
@@ -137,6 +140,8 @@ class WorkerSide:
     def done_seq(self) -> int:
         return struct.unpack_from("<Q", self.block, _DONE_AT)[0]
 
+    # free-form: the runner's DONE metadata as it wrote it (``runner_wire.Done`` is what an honest one
+    # writes); untrusted, so each field is checked where it is read
     def done(self, seq: int) -> tuple[int, dict[str, Any]]:
         """(reported ns, meta) of DONE ``seq``; ControlError when it is not well-formed."""
         raw = bytes(self.block[_DONE_AT:SIZE])  # one copy: the runner may keep writing
@@ -168,7 +173,7 @@ class RunnerSide:
         args = json.loads(bytes(self.block[_GO_ARGS : _GO_ARGS + length]).decode()) if length else []
         return seq, shape, slot, args
 
-    def done(self, seq: int, reported_ns: int, meta: dict[str, Any]) -> None:
+    def done(self, seq: int, reported_ns: int, meta: Done) -> None:
         data = json.dumps(meta, separators=(",", ":"), allow_nan=True).encode()
         if len(data) > DONE_MAX:
             data = json.dumps(

@@ -13,6 +13,7 @@ import os
 import select
 import struct
 import time
+from collections.abc import Mapping
 from typing import Any
 
 _HEADER = struct.Struct(">I")
@@ -28,7 +29,7 @@ class FrameTimeout(Exception):
     """No frame began before the deadline (nothing of the stream was consumed)."""
 
 
-def send(fd: int, obj: dict[str, Any]) -> None:
+def send(fd: int, obj: Mapping[str, Any]) -> None:  # any protocol's frame (its records type it)
     data = json.dumps(obj, separators=(",", ":"), allow_nan=True).encode()
     if len(data) > MAX_FRAME:
         raise ValueError(f"frame of {len(data)} bytes exceeds {MAX_FRAME}")
@@ -74,6 +75,7 @@ def _read_exact(
     return b"".join(chunks), finish_by
 
 
+# free-form: raw JSON off the pipe; the reader decodes it into its protocol's record
 def recv(fd: int, timeout: float | None = None, max_bytes: int = MAX_FRAME) -> dict[str, Any] | None:
     """The next frame as a dict, or None at end of stream. Raises FrameError, and FrameTimeout when no
     frame began within ``timeout`` (then nothing was read: calling again is safe)."""

@@ -2,20 +2,29 @@
 
 The trusted worker creates a region (host memory from ``memfd_create``, or GPU memory through
 ``cudadrv``) and hands its file descriptor to the runner, which maps the same memory. A layout is a
-list of leaves ``{"offset", "nbytes", "dtype", "shape"}``, plain JSON that travels in the setup frame.
+list of ``Leaf`` records, plain JSON that travels in the setup frame and the reference jail's answers.
 Standard library and torch only.
 """
 
 from __future__ import annotations
 
 import mmap
-from typing import Any
+from typing import Any, TypedDict
 
 import torch
 
 from stark_mcp.evaluator.common.control import shared_memory
 
 ALIGN = 256
+
+
+class Leaf(TypedDict):
+    """One tensor's place in a region (a dict: it travels as JSON to runners and from the jail)."""
+
+    offset: int  # bytes from the region's start, a multiple of ALIGN
+    nbytes: int
+    dtype: str  # ``dtype_name``
+    shape: list[int]
 
 
 def dtype_name(dtype: torch.dtype) -> str:
@@ -38,9 +47,9 @@ def nbytes_of(shape: list[int], dtype: torch.dtype) -> int:
 
 def layout_for(
     specs: list[tuple[list[int], torch.dtype]], start: int = 0
-) -> tuple[list[dict[str, Any]], int]:
+) -> tuple[list[Leaf], int]:
     """Leaves packed from ``start`` with ALIGN-byte alignment; returns (leaves, end offset)."""
-    leaves = []
+    leaves: list[Leaf] = []
     offset = start
     for shape, dtype in specs:
         offset = (offset + ALIGN - 1) // ALIGN * ALIGN
@@ -52,10 +61,11 @@ def layout_for(
 
 def layout_groups(
     groups: list[list[tuple[list[int], torch.dtype]]], start: int = 0
-) -> tuple[list[list[dict[str, Any]]], int]:
+) -> tuple[list[list[Leaf]], int]:
     """Several groups of tensors (calls' inputs, slots) packed one after another from ``start``:
     each group's leaves, and the end offset. Both sides of a region compute its layout with this."""
-    packed, end = [], start
+    packed: list[list[Leaf]] = []
+    end = start
     for specs in groups:
         leaves, end = layout_for(specs, end)
         packed.append(leaves)
@@ -111,7 +121,7 @@ class Region:
         if keep is not None and not isinstance(keep, mmap.mmap):
             keep.close()
 
-    def view(self, leaf: dict[str, Any]) -> torch.Tensor:
+    def view(self, leaf: Leaf) -> torch.Tensor:
         if self._keep is None:
             raise ValueError("the region is closed")
         offset, size = int(leaf["offset"]), int(leaf["nbytes"])
@@ -124,7 +134,7 @@ class Region:
             return torch.empty(shape, dtype=dtype, device=self.flat.device)
         return raw.view(dtype).view(shape)
 
-    def host_bytes(self, leaf: dict[str, Any]) -> memoryview:
+    def host_bytes(self, leaf: Leaf) -> memoryview:
         """The writable bytes of a leaf of a host region (what a read from a runner fills)."""
         if not isinstance(self._keep, mmap.mmap):
             raise ValueError("only an open host region has host bytes")

@@ -8,7 +8,7 @@ out its runners' regions by them. Pure data, JSON on the wire. Standard library 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal, NotRequired, TypedDict
 
 import torch
 
@@ -17,16 +17,82 @@ from stark_mcp.evaluator.common.regions import dtype_name, dtype_of, nbytes_of
 TensorSpecs = list[tuple[list[int], torch.dtype]]
 
 
+# -- a call's inputs: what ``input_tree`` makes; runners rebuild the call's arguments from it ----------
+
+
+class TensorInput(TypedDict):
+    k: Literal["tensor"]
+    leaf: int  # its index in the call's tensor leaves (and in the slot's ``Leaf`` list)
+
+
+class ArgInput(TypedDict):
+    k: Literal["arg"]
+    i: int  # its index in the call's non-tensor arguments (sent with GO)
+
+
+class SeqInput(TypedDict):
+    k: Literal["seq"]
+    type: Literal["list", "tuple"]
+    items: list[InputNode]
+
+
+InputNode = TensorInput | ArgInput | SeqInput
+
+
+# -- a forward's output: what ``output_tree`` makes of the reference's, without values ---------------
+
+
+class TensorOutput(TypedDict):
+    k: Literal["tensor"]
+    leaf: NotRequired[int]  # its index in the output leaves (``without_leaves`` drops it)
+    dtype: str
+    shape: list[int]
+    device: str
+
+
+class SeqOutput(TypedDict):
+    k: Literal["seq"]
+    type: str  # tuple, list, or a named tuple's class name
+    items: list[OutputNode]
+
+
+class ScalarOutput(TypedDict):
+    k: Literal["scalar"]
+    v: bool | int | float | None
+
+
+class OtherOutput(TypedDict):
+    k: Literal["other"]
+    type: str  # the object's class name: compared by name only
+
+
+OutputNode = TensorOutput | SeqOutput | ScalarOutput | OtherOutput
+
+
+class ShapeSpecFrame(TypedDict):
+    """``ShapeSpec`` as the reference jail's ``probe`` answer carries it."""
+
+    label: str
+    kwargs: dict[str, Any]  # free-form: the problem's own SHAPES entry (user metadata, made JSON)
+    tree: InputNode
+    tensors: list[list[Any]]  # [[shape, dtype name], ...] (``specs_to_wire``)
+    arg_count: int
+    output_tree: OutputNode
+    outputs: list[list[Any]]
+    inputs_repeat: bool
+    outputs64: list[list[Any]] | None
+
+
 @dataclass
 class ShapeSpec:
     """One declared shape: how its inputs are laid out and what its outputs look like."""
 
     label: str
-    kwargs: dict[str, Any]
-    tree: dict[str, Any]  # input structure: tensor leaves by index, non-tensor args by position
+    kwargs: dict[str, Any]  # free-form: the problem's own SHAPES entry (user metadata)
+    tree: InputNode  # input structure: tensor leaves by index, non-tensor args by position
     tensors: TensorSpecs  # input tensor leaves (shape, dtype)
     arg_count: int
-    output_tree: dict[str, Any]  # the reference's output structure (encoded, without values)
+    output_tree: OutputNode  # the reference's output structure (encoded, without values)
     outputs: TensorSpecs  # output tensor leaves
     input_bytes: int = 0
     output_bytes: int = 0
@@ -35,7 +101,7 @@ class ShapeSpec:
     inputs_repeat: bool = False
     outputs64: TensorSpecs | None = None  # the float64 twin's output leaves (None: it did not run)
 
-    def to_wire(self) -> dict[str, Any]:
+    def to_wire(self) -> ShapeSpecFrame:
         return {
             "label": self.label,
             "kwargs": self.kwargs,
@@ -49,16 +115,16 @@ class ShapeSpec:
         }
 
     @classmethod
-    def from_wire(cls, data: dict[str, Any]) -> ShapeSpec:
+    def from_wire(cls, data: ShapeSpecFrame) -> ShapeSpec:
         tensors, outputs = specs_from_wire(data["tensors"]), specs_from_wire(data["outputs"])
         outputs64 = data.get("outputs64")
         return cls(
             label=str(data["label"]),
             kwargs=dict(data["kwargs"]),
-            tree=dict(data["tree"]),
+            tree=dict(data["tree"]),  # type: ignore[arg-type]  (a copy of the same node)
             tensors=tensors,
             arg_count=int(data["arg_count"]),
-            output_tree=dict(data["output_tree"]),
+            output_tree=dict(data["output_tree"]),  # type: ignore[arg-type]
             outputs=outputs,
             input_bytes=sum(nbytes_of(s, d) for s, d in tensors),
             output_bytes=sum(nbytes_of(s, d) for s, d in outputs),
@@ -79,7 +145,7 @@ def specs_from_wire(data: list[list[Any]]) -> TensorSpecs:
     return [([int(d) for d in shape], dtype_of(str(dtype))) for shape, dtype in data]
 
 
-def label(kwargs: dict[str, Any]) -> str:
+def label(kwargs: dict[str, Any]) -> str:  # free-form: a SHAPES entry (user metadata)
     """``batch=8,dims=2x3``: the same text as ``problems.declarations.shape_label`` (which the
     evaluator may not import), so the labels results carry match the ones the problem and its
     export name."""
@@ -90,7 +156,7 @@ def label(kwargs: dict[str, Any]) -> str:
     return ",".join(f"{k}={text(v)}" for k, v in kwargs.items()) or "default"
 
 
-def input_tree(inputs: list[Any]) -> tuple[dict[str, Any], list[torch.Tensor], list[Any]]:
+def input_tree(inputs: list[Any]) -> tuple[SeqInput, list[torch.Tensor], list[Any]]:
     """The structure of a call's arguments, its tensor leaves (contiguous) and its other values."""
     tensors: list[torch.Tensor] = []
     args: list[Any] = []
@@ -102,7 +168,7 @@ def input_tree(inputs: list[Any]) -> tuple[dict[str, Any], list[torch.Tensor], l
 # reference cycle holding whatever it gathered (a call's inputs, the reference's outputs) until the
 # cyclic collector runs, which counts Python objects, not bytes: the reference jail grew by a
 # call's tensors with every reference until its memory cap killed it.
-def _walk_input(node: Any, tensors: list[torch.Tensor], args: list[Any]) -> dict[str, Any]:
+def _walk_input(node: Any, tensors: list[torch.Tensor], args: list[Any]) -> InputNode:
     if isinstance(node, torch.Tensor):
         tensors.append(node.detach().contiguous())
         return {"k": "tensor", "leaf": len(tensors) - 1}
@@ -121,14 +187,14 @@ def _walk_input(node: Any, tensors: list[torch.Tensor], args: list[Any]) -> dict
     )
 
 
-def output_tree(out: Any) -> tuple[dict[str, Any], list[torch.Tensor]]:
+def output_tree(out: Any) -> tuple[OutputNode, list[torch.Tensor]]:
     """The structure of a forward's output (as ``compare.encode_reference`` encodes it, without
     values) and its tensor leaves, numbered in the order of ``leaf``."""
     tensors: list[torch.Tensor] = []
     return _walk_output(out, tensors), tensors
 
 
-def _walk_output(node: Any, tensors: list[torch.Tensor]) -> dict[str, Any]:
+def _walk_output(node: Any, tensors: list[torch.Tensor]) -> OutputNode:
     if isinstance(node, torch.Tensor):
         tensors.append(node)
         return {
@@ -145,7 +211,7 @@ def _walk_output(node: Any, tensors: list[torch.Tensor]) -> dict[str, Any]:
     return {"k": "other", "type": type(node).__name__}
 
 
-def without_leaves(tree: dict[str, Any]) -> dict[str, Any]:
+def without_leaves(tree: OutputNode) -> OutputNode:
     """An output tree as the reference's structure is kept: tensor nodes without their leaf number."""
     if tree.get("k") == "tensor":
         return {k: v for k, v in tree.items() if k != "leaf"}

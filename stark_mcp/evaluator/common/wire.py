@@ -21,7 +21,10 @@ Answers (worker -> parent); any command may instead get InfraError:
   Hello, Loaded, Progress, Result, Baseline, BaselineMissing, Profile, Sanitized, SolCounts,
   SolMissing, Calibrated, ProblemError, InfraError.
 Shared records: WorkerSettings (what the worker needs of EvalSettings, built on the parent side by
-``EvalSettings.worker_settings``) and Job (where a staged candidate's files are).
+``EvalSettings.worker_settings``) and Job (where a staged candidate's files are). Parts of answers
+that the parent validates with its own schema stay JSON objects, typed here as TypedDicts (checked by
+the codec, kept as dicts): ShapeTiming, CorrectnessSummary, BaselineShape, and the reference jail's
+``reference_wire.ShapeCounts``.
 
 Standard library only.
 """
@@ -30,8 +33,9 @@ from __future__ import annotations
 
 import typing
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypedDict
 
+from stark_mcp.evaluator.common.reference_wire import ShapeCounts
 from stark_mcp.evaluator.common.wire_codec import MalformedFrame, Record, UnknownFrame
 from stark_mcp.evaluator.common.wire_codec import WireError as WireError  # the protocol's errors' base
 
@@ -96,6 +100,41 @@ class Job:
     build_dir: str | None
     deferred: bool  # the build finishes in the runner (its budget is added to the load's)
     build_in_place: bool  # the runner may use build_dir itself (no private copy)
+
+
+class ShapeTiming(TypedDict):
+    """One shape's figures in a Result (``Session._figure``; the parent's ``assemble._Shape``)."""
+
+    label: str
+    samples_ms: list[float]  # the figure of record, per timed call
+    baseline_ms: list[float]  # the eager baseline's calls, timed alongside
+    reported_ms: float | None  # median of what the candidate's process reported
+    external_ms: float | None  # median of the trusted bracket, less the harness's share
+    overhead_ms: float | None  # the harness's share of a bracket
+    source: str  # "reported" (within the bound) or "external" (the bound replaced it)
+    # every call's [reported_ms, bracket_ms], "candidate" and "baseline", for tools/ (the parent ignores it)
+    raw: dict[str, list[list[float]]]
+
+
+class CorrectnessSummary(TypedDict):
+    """The checked calls, summed up (``compare.summarize``; the parent's ``CorrectnessReport``)."""
+
+    trials: int
+    trials_passed: int
+    max_abs_error: float | None
+    max_rel_error: float | None
+    rel_norm_error: float | None  # the worst call's, relative to its tolerance
+    tolerance: float | None
+    allclose_1e2: bool | None
+    allclose_1e4: bool | None
+
+
+class BaselineShape(TypedDict):
+    """One shape of a Baseline: every call's time, turned into stats by the parent."""
+
+    label: str
+    samples_ms: list[float]  # the baseline's own mode
+    eager_ms: list[float]  # eager, timed alongside (the same list for the eager baseline)
 
 
 # -- commands ------------------------------------------------------------------------------------------
@@ -181,7 +220,7 @@ COMMANDS: dict[str, type[Command]] = {
 }
 
 
-def decode_command(frame: dict[str, Any]) -> Command:
+def decode_command(frame: dict[str, Any]) -> Command:  # free-form: a raw frame, decoded here
     """The command a frame holds, or a WireError saying why it holds none."""
     if not isinstance(frame, dict):
         raise MalformedFrame(f"a command must be an object, got {type(frame).__name__}")
@@ -232,7 +271,7 @@ class Progress(Answer):
 class Result(Answer):
     """A verdict. The parent validates its contents into ``assemble.WorkerResult`` (pydantic); the
     parts it reads there (the per-shape figures, the correctness summary, the candidate's own kernel
-    list) stay plain JSON here: the worker's Session makes them, the parent's schema checks them."""
+    list) stay JSON objects here: the worker's Session makes them, the parent's schema checks them."""
 
     NAME: ClassVar[str] = "result"
     id: str
@@ -242,14 +281,16 @@ class Result(Answer):
     reason: str | None = None
     message: str = ""
     logs: dict[str, str] = field(default_factory=dict)
-    shapes: list[dict[str, Any]] = field(default_factory=list)  # samples and bounds, per shape
-    correctness: dict[str, Any] | None = None  # compare.summarize of the checked calls
+    shapes: list[ShapeTiming] = field(default_factory=list)
+    correctness: CorrectnessSummary | None = None
     findings: list[str] = field(default_factory=list)
     flags: list[str] = field(default_factory=list)
     phase_seconds: dict[str, float] = field(default_factory=dict)
     counts: dict[str, int] = field(default_factory=dict)
     kernels: list[list[Any]] | None = None  # [name, us] the candidate's own profiler reported
-    launches: list[dict[str, Any]] | None = None  # the same per launch, as its profiler said
+    # free-form: the candidate's own profiler's launches, untrusted and only bounded by the worker
+    # (``runner_wire.Launch`` is what an honest runner sends); the parent shows them as they came
+    launches: list[dict[str, Any]] | None = None
 
 
 @dataclass(frozen=True)
@@ -257,8 +298,7 @@ class Baseline(Answer):
     NAME: ClassVar[str] = "baseline"
     name: str
     mode: str
-    # per shape: its label and every call's time (samples_ms, eager_ms), turned into stats by the parent
-    shapes: list[dict[str, Any]]
+    shapes: list[BaselineShape]
     first_calls_s: float | None = None  # a compiled mode's compilation (eager has none)
 
 
@@ -279,7 +319,8 @@ class Profile(Answer):
     command: list[str] | None = None  # the Nsight Compute command line, when it was found
     report: str | None = None  # Nsight Compute's raw CSV (parsed on the parent side)
     kernels: list[list[Any]] | None = None  # the torch profiler's [name, us]
-    launches: list[dict[str, Any]] | None = None  # the torch profiler's launches, as it said them
+    # free-form: the torch profiler's launches as the (untrusted) runner said them, as in Result
+    launches: list[dict[str, Any]] | None = None
 
 
 @dataclass(frozen=True)
@@ -293,8 +334,7 @@ class Sanitized(Answer):
 @dataclass(frozen=True)
 class SolCounts(Answer):
     NAME: ClassVar[str] = "sol_counts"
-    # per shape: bytes and FLOPs as the reference jail counted them (sol_floor.py checks each entry)
-    shapes: list[dict[str, Any]]
+    shapes: list[ShapeCounts]  # as the reference jail counted them (sol_floor.py checks each entry)
 
 
 @dataclass(frozen=True)
@@ -356,7 +396,10 @@ ANSWERS: dict[str, type[Answer]] = {
 }
 
 
-def decode_answer(frame: dict[str, Any], expect: typing.Iterable[type[Answer]] | None = None) -> Answer:
+def decode_answer(
+    frame: dict[str, Any],  # free-form: a raw frame, decoded here
+    expect: typing.Iterable[type[Answer]] | None = None,
+) -> Answer:
     """The answer a frame holds (one of ``expect``, when given), or a WireError saying why not."""
     if not isinstance(frame, dict):
         raise MalformedFrame(f"an answer must be an object, got {type(frame).__name__}")

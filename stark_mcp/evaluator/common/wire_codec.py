@@ -1,8 +1,10 @@
 """How the records of ``common/wire.py`` become frames and back: each field written as it is (a nested
 record as an object, a field left at None not at all) and, when read, checked against its declared
-type (str, int, float, bool, None, list[...], dict[str, ...], a nested record, Any for what passes
-through unchecked), so a frame that is not the record is a ``WireError`` saying which field and why.
-Standard library only.
+type (str, int, float, bool, None, list[...], dict[str, ...], a nested record, a TypedDict, Any for
+what passes through unchecked), so a frame that is not the record is a ``WireError`` saying which
+field and why. A TypedDict is a JSON object that stays a dict: its keys and their values' types are
+checked, and it is kept exactly as it came (an int where a float is declared stays an int), so it
+reads on the other side as it was written. Standard library only.
 """
 
 from __future__ import annotations
@@ -65,6 +67,11 @@ def _check(value: Any, kind: Any, where: str) -> Any:
                 raise MalformedFrame(f"{where}: a key is not a string")
             out[k] = _check(v, item, f"{where}.{k}")
         return out
+    if typing.is_typeddict(kind):
+        if not isinstance(value, dict):
+            raise MalformedFrame(f"{where}: expected an object, got {type(value).__name__}")
+        _check_typed_dict(kind, value, where)
+        return value
     if dataclasses.is_dataclass(kind):
         if not isinstance(value, dict):
             raise MalformedFrame(f"{where}: expected an object, got {type(value).__name__}")
@@ -88,7 +95,33 @@ def _check(value: Any, kind: Any, where: str) -> Any:
     raise TypeError(f"the wire has no rule for {kind!r}")  # a record declared with a type we do not send
 
 
-def _hints(cls: type) -> dict[str, Any]:
+def _check_typed_dict(kind: Any, value: dict[Any, Any], where: str) -> None:
+    hints, required = _typed_dict_keys(kind)
+    for k in value:
+        if k not in hints:
+            raise MalformedFrame(f"{where}: unexpected field {k!r}")
+    for k, hint in hints.items():
+        if k in value:
+            _check(value[k], hint, f"{where}.{k}")  # the checked copy is dropped: the dict stays as sent
+        elif k in required:
+            raise MalformedFrame(f"{where}: missing field {k!r}")
+
+
+# free-form: key -> its declared type, any type
+def _typed_dict_keys(kind: Any) -> tuple[dict[str, Any], frozenset[str]]:
+    """A TypedDict's value types and required keys. Read from its hints rather than
+    ``__required_keys__``, which under ``from __future__ import annotations`` cannot see NotRequired."""
+    cached = kind.__dict__.get("_wire_keys")
+    if cached is None:
+        hints = typing.get_type_hints(kind, include_extras=True)
+        optional = {k for k, h in hints.items() if typing.get_origin(h) is typing.NotRequired}
+        plain = {k: typing.get_args(h)[0] if k in optional else h for k, h in hints.items()}
+        cached = (plain, frozenset(hints) - optional)
+        kind._wire_keys = cached
+    return cached
+
+
+def _hints(cls: type) -> dict[str, Any]:  # free-form: field name -> its declared type, any type
     cached = cls.__dict__.get("_wire_hints")
     if cached is None:
         cached = typing.get_type_hints(cls)
@@ -100,6 +133,7 @@ def _admits_none(kind: Any) -> bool:
     return typing.get_origin(kind) in (Union, types.UnionType) and type(None) in typing.get_args(kind)
 
 
+# free-form: ``frame`` is raw JSON, read here into ``cls``
 def _decode_fields(cls: type, frame: dict[str, Any], where: str, skip: str = "") -> Any:
     hints = _hints(cls)
     names = {f.name for f in dataclasses.fields(cls)}
@@ -128,7 +162,7 @@ def _encode(value: Any) -> Any:
     return value
 
 
-def _fields_frame(record: Any) -> dict[str, Any]:
+def _fields_frame(record: Any) -> dict[str, Any]:  # free-form: any record's fields, as JSON
     out = {}
     for f in dataclasses.fields(record):
         value = getattr(record, f.name)
@@ -143,11 +177,11 @@ class Record:
     TAG: ClassVar[str] = ""  # "cmd" for commands, "kind" for answers
     NAME: ClassVar[str] = ""
 
-    def to_frame(self) -> dict[str, Any]:
+    def to_frame(self) -> dict[str, Any]:  # free-form: the JSON frame of whichever record this is
         return {self.TAG: self.NAME, **_fields_frame(self)}
 
     @classmethod
-    def from_frame(cls, frame: dict[str, Any]) -> Any:
+    def from_frame(cls, frame: dict[str, Any]) -> Any:  # free-form: raw JSON, decoded here
         if not isinstance(frame, dict):
             raise MalformedFrame(f"a frame must be an object, got {type(frame).__name__}")
         if frame.get(cls.TAG) != cls.NAME:

@@ -19,8 +19,10 @@ from typing import Any
 
 import torch
 
+from stark_mcp.evaluator.common.reference_wire import ModelInit, RngState
 from stark_mcp.evaluator.common.regions import nbytes_of
 from stark_mcp.evaluator.common.shapes import (
+    SeqInput,
     ShapeSpec,
     input_tree,
     label,
@@ -91,7 +93,7 @@ def _to_double(obj: Any) -> Any:
     return obj
 
 
-def _restore_rng(rng: dict[str, Any]) -> None:
+def _restore_rng(rng: RngState) -> None:
     torch.set_rng_state(rng["torch"])
     python = rng["python"]
     random.setstate((python[0], tuple(python[1]), python[2]))
@@ -111,7 +113,7 @@ class default_dtype:
         torch.set_default_dtype(self.saved)
 
 
-def _jsonable(kwargs: dict[str, Any]) -> dict[str, Any]:
+def _jsonable(kwargs: dict[str, Any]) -> dict[str, Any]:  # free-form: a SHAPES entry (user metadata)
     """A shape's keyword arguments as data (the label is made from the originals)."""
     return json.loads(json.dumps(kwargs, default=repr))
 
@@ -125,13 +127,14 @@ class ProblemCode:
         self.model: Any = None
         self.model64: Any = None
         self.fp64_note = ""
-        self.init: dict[str, Any] = {}
-        self.kwargs: list[dict[str, Any]] = []  # each declared shape's keyword arguments, as declared
+        self.init: ModelInit | None = None
+        # free-form: each declared shape's keyword arguments, as the problem's SHAPES declares them
+        self.kwargs: list[dict[str, Any]] = []
         self.shapes: list[ShapeSpec] = []  # filled by probe(), in order (sol_count reads them)
         self.calls: dict[int, list[Any]] = {}  # inputs of the calls the worker keeps, by its number
 
     # -- load ----------------------------------------------------------------------------------------
-    def load(self, seed: int, init: dict[str, Any] | None = None) -> None:
+    def load(self, seed: int, init: ModelInit | None = None) -> None:
         """Import, build the reference (from ``init`` where the worker has one already: a jail
         started again builds the same weights) and its float64 twin, read SHAPES."""
         self._step("import", self._import)
@@ -154,11 +157,11 @@ class ProblemCode:
         spec.loader.exec_module(module)
         self.module = module
 
-    def _build(self, seed: int, init: dict[str, Any] | None) -> None:
+    def _build(self, seed: int, init: ModelInit | None) -> None:
         if init is None:
             seed_all(seed)
             args = list(self.module.get_init_inputs())
-            rng = {
+            rng: RngState = {
                 "torch": torch.get_rng_state(),
                 "python": list(random.getstate()),
                 "cuda": torch.cuda.get_rng_state() if self.device.startswith("cuda") else None,
@@ -179,7 +182,7 @@ class ProblemCode:
         except BaseException as exc:  # noqa: BLE001
             self.fp64_note = f"the model cannot be converted to float64: {describe(exc)}"
 
-    def _declared_shapes(self) -> list[dict[str, Any]]:
+    def _declared_shapes(self) -> list[dict[str, Any]]:  # free-form: SHAPES (user metadata)
         shapes = getattr(self.module, "SHAPES", None)
         if shapes is None:
             return [{}]
@@ -203,7 +206,7 @@ class ProblemCode:
         device); 0 if unknown."""
         return max(self._planned_bytes(kwargs, seed) for kwargs in self.kwargs)
 
-    def _planned_bytes(self, kwargs: dict[str, Any], seed: int) -> int:
+    def _planned_bytes(self, kwargs: dict[str, Any], seed: int) -> int:  # free-form: a SHAPES entry
         try:
             seed_all(seed)
             with torch.device("meta"):
@@ -291,7 +294,7 @@ class ProblemCode:
     # -- calls ---------------------------------------------------------------------------------------
     def new_call(
         self, number: int, index: int, seed: int
-    ) -> tuple[dict[str, Any], list[torch.Tensor], list[Any]]:
+    ) -> tuple[SeqInput, list[torch.Tensor], list[Any]]:
         """Fresh inputs for the worker's call ``number`` from its seed, kept until released."""
         inputs = self._step(self.shape_step(index), lambda: self.generate(index, seed))
         self.calls[number] = inputs

@@ -2,7 +2,8 @@
 
 Started by the trusted worker in a jail of its own, one per loaded problem, the way it starts the
 problem's baseline runner. It imports the problem and answers the worker's requests, one frame
-each way on SOCK_FD (``trusted/reference_jail.py`` has the other end):
+each way on SOCK_FD (``trusted/reference_jail.py`` has the other end; ``common/reference_wire.py``
+types every frame):
 
   {"op": "load", "path", "module", "device", "seed", "plan_seed", "sys_path", "out", "init"}
       -> {"kind": "loaded", "shapes", "param_bytes", "planned_input_bytes", "fp64", "fp64_note"}
@@ -33,8 +34,9 @@ from typing import Any
 import torch
 
 from stark_mcp.evaluator.common import frames
-from stark_mcp.evaluator.common.regions import Region, layout_groups
-from stark_mcp.evaluator.common.shapes import output_tree, specs_of
+from stark_mcp.evaluator.common import reference_wire as rw
+from stark_mcp.evaluator.common.regions import Leaf, Region, layout_groups
+from stark_mcp.evaluator.common.shapes import OutputNode, output_tree, specs_of
 from stark_mcp.evaluator.reference import sol_count
 from stark_mcp.evaluator.reference.problem_code import ProblemCode, ProblemCodeFailure, describe
 from stark_mcp.evaluator.sandbox.launch import die_with_parent
@@ -52,7 +54,7 @@ class ReferenceServer:
 
     def serve(self) -> None:
         while True:
-            request = frames.recv(self.fd)
+            request = frames.recv(self.fd)  # the worker's: trusted, read as its reference_wire.Request
             if request is None or request.get("op") == "close":
                 return
             op = str(request.get("op"))
@@ -74,7 +76,7 @@ class ReferenceServer:
             self.code.release([int(n) for n in numbers])
 
     # -- requests ------------------------------------------------------------------------------------
-    def op_load(self, r: dict[str, Any]) -> dict[str, Any]:
+    def op_load(self, r: rw.LoadRequest) -> rw.Loaded:
         self.device = str(r["device"])
         if self.device.startswith("cuda"):
             # The context first, as the worker had it when it imported problems: the exchange
@@ -104,18 +106,18 @@ class ReferenceServer:
             "fp64_note": code.fp64_note,
         }
 
-    def op_probe(self, r: dict[str, Any]) -> dict[str, Any]:
+    def op_probe(self, r: rw.ProbeRequest) -> rw.ShapeProbed:
         code = self._code()
         a, b = (int(s) for s in r["seeds"])
         spec = code.probe(int(r["shape"]), (a, b))
         return {"kind": "shape", "spec": spec.to_wire(), "fp64": code.model64 is not None,
                 "fp64_note": code.fp64_note}
 
-    def op_drop_fp64(self, r: dict[str, Any]) -> dict[str, Any]:
+    def op_drop_fp64(self, r: rw.DropFp64Request) -> rw.Ok:
         self._code().drop_float64(str(r.get("note", "")))
         return {"kind": "ok"}
 
-    def op_region(self, r: dict[str, Any]) -> dict[str, Any]:
+    def op_region(self, r: rw.RegionRequest) -> rw.Ok:
         _msg, fds, _flags, _addr = socket.recv_fds(self.sock, 1, 1)
         if len(fds) != 1:
             raise RuntimeError("the exchange region's descriptor did not arrive")
@@ -125,10 +127,11 @@ class ReferenceServer:
             self.region = Region.attach(fds[0], int(r["nbytes"]), self.device)
         finally:
             os.close(fds[0])
-        self.op_trim(r)  # the region comes after the shape probes: their inputs and outputs are garbage
+        # the region comes after the shape probes: their inputs and outputs are garbage
+        self.op_trim({"op": "trim"})
         return {"kind": "ok"}
 
-    def op_trim(self, r: dict[str, Any]) -> dict[str, Any]:
+    def op_trim(self, r: rw.TrimRequest) -> rw.Ok:
         """Runners are other processes: what this one's caching allocator keeps reserved but unused
         is memory their allocations cannot have (``driver.give_back_cached``, for the worker)."""
         if self.device.startswith("cuda"):
@@ -136,23 +139,23 @@ class ReferenceServer:
             torch.cuda.empty_cache()
         return {"kind": "ok"}
 
-    def op_call(self, r: dict[str, Any]) -> dict[str, Any]:
+    def op_call(self, r: rw.CallRequest) -> rw.Inputs:
         code = self._code()
         shape = int(r["shape"])
         drawn = [code.new_call(int(number), shape, int(seed)) for number, seed in r["calls"]]
         packed = self._write([tensors for _tree, tensors, _args in drawn], code.shape_step(shape))
-        calls = [
+        calls: list[rw.DrawnCall] = [
             {"tree": tree, "args": args, "leaves": leaves}
             for (tree, _tensors, args), leaves in zip(drawn, packed, strict=True)
         ]
         # ``kept``: the calls whose inputs this jail holds (the worker lets them go as it judges them)
         return {"kind": "inputs", "calls": calls, "kept": len(code.calls)}
 
-    def op_reference(self, r: dict[str, Any]) -> dict[str, Any]:
+    def op_reference(self, r: rw.ReferenceRequest) -> rw.Outputs:
         code = self._code()
         native, ref64 = code.reference(int(r["number"]))
         tree, tensors = output_tree(native)
-        answer: dict[str, Any] = {"kind": "outputs", "native": tree, "ref64": None}
+        answer: rw.Outputs = {"kind": "outputs", "native": tree, "ref64": None, "leaves": []}
         if ref64 is not None:
             tree64, tensors64 = output_tree(ref64)
             answer["ref64"] = _shift_leaves(tree64, len(tensors))
@@ -160,7 +163,7 @@ class ReferenceServer:
         answer["leaves"] = self._write([tensors], "Model.forward")[0]
         return answer
 
-    def op_counts(self, r: dict[str, Any]) -> dict[str, Any]:
+    def op_counts(self, r: rw.CountsRequest) -> rw.SolCounts | rw.SolMissing:
         try:
             return sol_count.count_problem(self._code(), int(r["seed"]))
         except BaseException as exc:  # noqa: BLE001 - a problem whose forward cannot be counted has no floor
@@ -172,7 +175,7 @@ class ReferenceServer:
             raise RuntimeError("no problem loaded")
         return self.code
 
-    def _write(self, groups: list[list[torch.Tensor]], step: str) -> list[list[dict[str, Any]]]:
+    def _write(self, groups: list[list[torch.Tensor]], step: str) -> list[list[Leaf]]:
         """Pack each group of tensors into the exchange region, one after another from its start,
         with one synchronisation for all; each group's leaves."""
         region = self.region
@@ -194,15 +197,15 @@ class ReferenceServer:
         return packed
 
 
-def _shift_leaves(tree: dict[str, Any], by: int) -> dict[str, Any]:
-    if tree.get("k") == "tensor":
+def _shift_leaves(tree: OutputNode, by: int) -> OutputNode:
+    if tree["k"] == "tensor":
         return {**tree, "leaf": int(tree["leaf"]) + by}
-    if tree.get("k") == "seq":
+    if tree["k"] == "seq":
         return {**tree, "items": [_shift_leaves(x, by) for x in tree["items"]]}
     return tree
 
 
-def _failure(step: str, message: str, tb: str, oom: bool) -> dict[str, Any]:
+def _failure(step: str, message: str, tb: str, oom: bool) -> rw.Failure:
     return {"kind": "failure", "step": step, "message": message[:4000], "traceback": tb[-8000:], "oom": oom}
 
 

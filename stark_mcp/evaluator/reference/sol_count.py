@@ -24,6 +24,8 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
+from stark_mcp.evaluator.common.reference_wire import ShapeCounts, SolCounts
+
 try:  # torch's exact formulas for matmuls, convolutions and attention
     from torch.utils.flop_counter import flop_registry as _FLOP_REGISTRY
 except ImportError:  # pragma: no cover - every torch we support has it
@@ -143,8 +145,8 @@ def _dtypes(tensors: list[torch.Tensor]) -> list[str]:
 
 
 def count_call(
-    model: Any, inputs: list[Any], label: str = "default", state: dict[str, Any] | None = None
-) -> dict[str, Any]:
+    model: Any, inputs: list[Any], label: str = "default", state: dict[str, torch.Tensor] | None = None
+) -> ShapeCounts:
     """One forward of ``model`` on ``inputs``, counted: the JSON the parent's roofline reads.
     ``state`` (parameters and buffers by name) runs the module on those instead of its own."""
     counter = OpCounter()
@@ -177,7 +179,7 @@ def _on_meta(obj: Any) -> Any:
     return obj
 
 
-def _count_on_meta(problem: Any, index: int) -> dict[str, Any]:
+def _count_on_meta(problem: Any, index: int) -> ShapeCounts:
     """The counts without allocating or computing anything: inputs made by ``get_inputs`` under
     the meta device, the module run on meta copies of its parameters and buffers."""
     model = problem.model
@@ -191,7 +193,7 @@ def _count_on_meta(problem: Any, index: int) -> dict[str, Any]:
     return counts
 
 
-def count_problem(problem: Any, seed: int) -> dict[str, Any]:
+def count_problem(problem: Any, seed: int) -> SolCounts:
     """Counts for every declared shape of a loaded problem (``reference.problem_code.ProblemCode``,
     its shapes probed): on meta tensors where the module runs there (no memory, no compute), else
     on one fresh draw of its inputs from ``seed`` (a forward that reads its data, or makes tensors

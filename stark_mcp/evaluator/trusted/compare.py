@@ -15,11 +15,40 @@ does. Standard library and torch only.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal, NotRequired, TypeAlias, TypedDict
 
 import torch
 
-Tree = dict[str, Any]
+from stark_mcp.evaluator.common.wire import CorrectnessSummary
+
+
+# A tree being compared: the reference's output (``encode_reference``), the candidate's description
+# once validated (``validate_tree``), or a shape's structure alone (``shapes.OutputNode``: no tensors).
+class TensorNode(TypedDict):
+    k: Literal["tensor"]
+    t: NotRequired[torch.Tensor | None]  # the tensor itself (None: the candidate published none)
+    dtype: str
+    shape: list[int]
+    device: str
+
+
+class SeqNode(TypedDict):
+    k: Literal["seq"]
+    type: str
+    items: list[Tree]
+
+
+class ScalarNode(TypedDict):
+    k: Literal["scalar"]
+    v: bool | int | float | None
+
+
+class NamedNode(TypedDict):
+    k: Literal["other", "subclass"]
+    type: str  # compared by this class name only
+
+
+Tree: TypeAlias = "TensorNode | SeqNode | ScalarNode | NamedNode"
 _TINY = 1e-30
 MAX_NODES = 512
 MAX_DEPTH = 8
@@ -409,7 +438,7 @@ def check_trial(cand: Tree, native: Tree, ref64: Tree | None, contract: Contract
     return check
 
 
-def summarize(checks: list[TrialCheck]) -> dict[str, Any]:
+def summarize(checks: list[TrialCheck]) -> CorrectnessSummary:
     """Worst errors over calls; allclose verdicts hold only if they hold in every call."""
     measured = [c for c in checks if c.rel_norm_error is not None]
 

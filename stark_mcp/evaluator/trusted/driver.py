@@ -18,6 +18,7 @@ import torch
 
 from stark_mcp.evaluator.common.control import EXIT, PROFILE
 from stark_mcp.evaluator.common.regions import Region
+from stark_mcp.evaluator.common.runner_wire import ShapeSetup
 from stark_mcp.evaluator.trusted.problem import Call, LoadedProblem
 from stark_mcp.evaluator.trusted.runners import CallOutcome, RunnerHandle
 
@@ -154,7 +155,7 @@ class Driver:
     def regions(self) -> dict[str, tuple[Region, int]]:
         return {"inputs": (self.inputs, self.inputs_fd), "outputs": (self.outputs, self.outputs_fd)}
 
-    def shapes_setup(self) -> list[dict[str, Any]]:
+    def shapes_setup(self) -> list[ShapeSetup]:
         return [
             {
                 "inputs": {"tree": spec.tree, "slots": self.input_leaves[i]},

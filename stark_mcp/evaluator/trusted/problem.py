@@ -22,8 +22,9 @@ from typing import Any
 
 import torch
 
-from stark_mcp.evaluator.common.regions import Region, layout_for, layout_groups
-from stark_mcp.evaluator.common.shapes import ShapeSpec, specs_from_wire
+from stark_mcp.evaluator.common.reference_wire import JailPlaces, Request
+from stark_mcp.evaluator.common.regions import Leaf, Region, layout_for, layout_groups
+from stark_mcp.evaluator.common.shapes import OutputNode, ShapeSpec, specs_from_wire
 from stark_mcp.evaluator.trusted.reference_jail import ReferenceGone, ReferenceJail
 
 __all__ = [
@@ -103,7 +104,7 @@ class LoadedProblem:
         name: str,
         device: str,
         jail: ReferenceJail,
-        load_request: dict[str, Any],
+        load_request: JailPlaces,
         times: JailRequestTimes | None = None,
         start_jail: Callable[[], ReferenceJail] | None = None,
     ) -> None:
@@ -271,6 +272,7 @@ class LoadedProblem:
         ref64 = _rebuild(answer["ref64"], views) if answer.get("ref64") is not None else None
         return native, ref64, self.fp64_note
 
+    # free-form: the jail's raw answer, decoded by the worker as a ``wire.SolCounts`` (or SolMissing)
     def sol_counts(self) -> dict[str, Any]:
         """The reference's bytes and FLOPs per shape, counted in the jail (``reference/sol_count.py``)."""
         return self._ask({"op": "counts", "seed": fresh_seed()}, "counting the reference", self.times.load_s)
@@ -284,7 +286,7 @@ class LoadedProblem:
             except (ProblemFailure, ResourceExhausted):
                 pass
 
-    def _copy_out(self, leaves: list[dict[str, Any]]) -> list[torch.Tensor]:
+    def _copy_out(self, leaves: list[Leaf]) -> list[torch.Tensor]:
         """Private copies of the exchange region's leaves, finished before the jail may write again."""
         assert self.exchange is not None
         copies = [self.exchange.view(leaf).clone() for leaf in leaves]
@@ -300,8 +302,8 @@ class LoadedProblem:
             raise ProblemFailure("start", self._gone(gone)) from None
 
     def _ask(
-        self, frame: dict[str, Any], step: str, timeout: float, fds: tuple[int, ...] = ()
-    ) -> dict[str, Any]:
+        self, frame: Request, step: str, timeout: float, fds: tuple[int, ...] = ()
+    ) -> dict[str, Any]:  # free-form: the jail's raw answer (``reference_wire``), checked where read
         released = self._released[:]
         del self._released[: len(released)]
         if released:
@@ -333,17 +335,19 @@ class LoadedProblem:
             self._exchange_fd = -1
 
     # -- layouts -------------------------------------------------------------------------------------
-    def input_layout(self, slots: int) -> tuple[list[list[list[dict[str, Any]]]], int]:
+    def input_layout(self, slots: int) -> tuple[list[list[list[Leaf]]], int]:
         """Per shape, per slot, the leaves of its input tensors; all shapes share one region."""
-        per_shape, end = [], 0
+        per_shape: list[list[list[Leaf]]] = []
+        end = 0
         for spec in self.shapes:
             slot_leaves, offset = layout_groups([spec.tensors] * slots)
             per_shape.append(slot_leaves)
             end = max(end, offset)
         return per_shape, end
 
-    def output_layout(self) -> tuple[list[list[dict[str, Any]]], int]:
-        per_shape, end = [], 0
+    def output_layout(self) -> tuple[list[list[Leaf]], int]:
+        per_shape: list[list[Leaf]] = []
+        end = 0
         for spec in self.shapes:
             leaves, offset = layout_for(spec.outputs)
             per_shape.append(leaves)
@@ -351,7 +355,7 @@ class LoadedProblem:
         return per_shape, end
 
 
-def _rebuild(node: dict[str, Any], tensors: list[torch.Tensor]) -> Any:
+def _rebuild(node: OutputNode, tensors: list[torch.Tensor]) -> Any:
     """The reference's output as objects again, from its encoded structure: what
     ``compare.encode_reference`` sees is what it saw when the worker ran the reference itself."""
     kind = node.get("k")

@@ -28,6 +28,7 @@ from stark_mcp.evaluator.common import wire
 from stark_mcp.evaluator.common.control import ControlError
 from stark_mcp.evaluator.common.frames import FrameError
 from stark_mcp.evaluator.common.profile_parse import METRICS, ProfileParseError, parse_ncu_raw
+from stark_mcp.evaluator.common.runner_wire import ProfilingSetup
 from stark_mcp.evaluator.common.wire import WorkerSettings
 from stark_mcp.evaluator.trusted.driver import Driver
 from stark_mcp.evaluator.trusted.runners import RunnerDied, RunnerTimeout
@@ -127,7 +128,8 @@ def tool_budget(settings: WorkerSettings, job: wire.Job | None, timeout_s: float
 class Outcome:
     report: str  # the tool's report file
     note: str  # what went wrong on our side, if anything
-    meta: dict[str, Any] | None = None  # the last call's answer (a torch profile)
+    # free-form: the last call's answer (a torch profile) as the untrusted runner wrote it
+    meta: dict[str, Any] | None = None
 
 
 def wrapped_run(
@@ -136,9 +138,9 @@ def wrapped_run(
     job: wire.Job | None,
     settings: WorkerSettings,
     tool: Tool | None,
-    calls: Callable[[Driver, float], dict[str, Any] | None],
+    calls: Callable[[Driver, float], dict[str, Any] | None],  # free-form: returns a raw answer, as ``meta``
     budget_s: float,
-    profiling: dict[str, Any] | None = None,
+    profiling: ProfilingSetup | None = None,
 ) -> Outcome:
     """Start the candidate's (or, ``job`` None, the reference's) runner under ``tool``, set it up, make
     ``calls``, ask it to exit and wait for the tool to finish; the report is read whatever happened."""
@@ -194,14 +196,15 @@ def profile(worker: Any, state: Any, cmd: wire.ProfileCommand, settings: WorkerS
     """Nsight Compute's report on one forward, or (``fallback``) the torch profiler's kernel list."""
     started = time.monotonic()
     budget = tool_budget(settings, cmd.job, settings.profile_timeout_s)
-    answer: dict[str, Any] = {"shape": state.problem.shapes[0].label}
+    shape = state.problem.shapes[0].label
+    command: list[str] | None = None
     ncu = worker.outside.find("ncu")
     if ncu is None:
         reason = worker.outside.missing("ncu")
     else:
         launch_count = settings.profile_max_kernels
         tool = Tool("ncu", lambda out: ncu_command(ncu, f"{out}/ncu.csv", launch_count), "ncu.csv")
-        answer["command"] = ncu_command(ncu, f"{OUT_INSIDE}/ncu.csv", launch_count)
+        command = ncu_command(ncu, f"{OUT_INSIDE}/ncu.csv", launch_count)
 
         def warm_and_profile(driver: Driver, deadline: float) -> None:
             driver.call(0, max(1.0, deadline - time.monotonic()))
@@ -212,19 +215,21 @@ def profile(worker: Any, state: Any, cmd: wire.ProfileCommand, settings: WorkerS
         )
         try:
             parse_ncu_raw(outcome.report)
-            answer.update(
+            return wire.Profile(
+                shape=shape,
                 source="ncu",
-                report=outcome.report,
                 reason=outcome.note,
                 seconds=round(time.monotonic() - started, 3),
+                command=command,
+                report=outcome.report,
             )
-            return wire.Profile(**answer)
         except ProfileParseError as exc:
             reason = f"ncu gave no counters: {exc}" + (f" ({outcome.note})" if outcome.note else "")
-    answer["reason"] = reason[:2000]
+    reason = reason[:2000]
+    source, kernels, launches = "none", None, None
     if cmd.fallback:
 
-        def torch_profile(driver: Driver, deadline: float) -> dict[str, Any] | None:
+        def torch_profile(driver: Driver, deadline: float) -> dict[str, Any] | None:  # free-form: as meta
             driver.call(0, max(1.0, deadline - time.monotonic()))
             got = driver.profile(0, max(1.0, deadline - time.monotonic()), meta=True)
             return got if isinstance(got, dict) else None
@@ -232,12 +237,18 @@ def profile(worker: Any, state: Any, cmd: wire.ProfileCommand, settings: WorkerS
         outcome = wrapped_run(worker, state, cmd.job, settings, None, torch_profile, budget)
         if outcome.meta:
             kernels, launches = reported_kernels(outcome.meta)
-            answer.update(source="torch_profiler", kernels=kernels, launches=launches)
+            source = "torch_profiler"
         elif outcome.note:
-            answer["reason"] += f"; the torch profiler's run failed too: {outcome.note}"[:1500]
-    answer.setdefault("source", "none")
-    answer["seconds"] = round(time.monotonic() - started, 3)
-    return wire.Profile(**answer)
+            reason += f"; the torch profiler's run failed too: {outcome.note}"[:1500]
+    return wire.Profile(
+        shape=shape,
+        source=source,
+        reason=reason,
+        seconds=round(time.monotonic() - started, 3),
+        command=command,
+        kernels=kernels,
+        launches=launches,
+    )
 
 
 def sanitize(

@@ -15,6 +15,7 @@ import time
 from typing import Any
 
 from stark_mcp.evaluator.common import frames
+from stark_mcp.evaluator.common.reference_wire import Request
 from stark_mcp.evaluator.sandbox.forked import INTERPRETER, ZygoteClient, ZygoteUnavailable
 from stark_mcp.evaluator.sandbox.launch import Jail, JailSpec
 from stark_mcp.evaluator.sandbox.levels import IsolationInfo
@@ -70,7 +71,8 @@ class ReferenceJail:
         if answer.get("kind") != "hello":
             raise ReferenceGone(f"it began with {str(answer)[:200]} instead of a hello")
 
-    def request(self, frame: dict[str, Any], timeout: float, fds: tuple[int, ...] = ()) -> dict[str, Any]:
+    # free-form answer: raw JSON from the jail (``reference_wire`` says what), checked where it is read
+    def request(self, frame: Request, timeout: float, fds: tuple[int, ...] = ()) -> dict[str, Any]:
         """Send ``frame`` (then ``fds``, which the jail takes right after it) and wait for the answer."""
         if self._sock is None or not self.alive():
             raise ReferenceGone(self.death())
@@ -82,7 +84,7 @@ class ReferenceJail:
             raise ReferenceGone(self.death()) from None
         return self._answer(time.monotonic() + timeout, timeout)
 
-    def _answer(self, deadline: float, timeout: float) -> dict[str, Any]:
+    def _answer(self, deadline: float, timeout: float) -> dict[str, Any]:  # free-form: raw JSON, as above
         assert self._sock is not None
         while True:
             wait = min(1.0, max(0.01, deadline - time.monotonic()))

@@ -31,6 +31,7 @@ import torch
 
 from stark_mcp.evaluator.common import control, frames
 from stark_mcp.evaluator.common.regions import Region
+from stark_mcp.evaluator.common.runner_wire import RunnerSetup
 from stark_mcp.evaluator.sandbox.forked import INTERPRETER, ZygoteClient, ZygoteUnavailable
 from stark_mcp.evaluator.sandbox.launch import Jail, JailCpu, JailSpec
 from stark_mcp.evaluator.sandbox.levels import IsolationInfo
@@ -129,6 +130,8 @@ def describe_end(jail: Jail | None) -> str:
 class CallOutcome:
     bracket_ns: int  # the trusted measurement: wall time on a GPU, the jail's CPU time on the CPU
     reported_ns: int
+    # free-form: the runner's DONE as it wrote it (``runner_wire.Done`` is an honest one's); untrusted,
+    # each field is checked where it is read
     meta: dict[str, Any]
     wall_ns: int = 0
 
@@ -252,13 +255,13 @@ class RunnerHandle:
             self._listener = None
 
     def setup(
-        self, setup: dict[str, Any], regions: dict[str, tuple[Region, int]], timeout: float
-    ) -> dict[str, Any]:
+        self, setup: RunnerSetup, regions: dict[str, tuple[Region, int]], timeout: float
+    ) -> dict[str, Any]:  # free-form: the runner's raw answer (an honest one's: Ready or SetupError)
         """Hand over the shared regions (their fds travel over the socket) and the setup frame; return the
         runner's answer (``ready`` or ``error``)."""
         names = sorted(regions)
         self.regions = {k: regions[k][0] for k in names}
-        setup = dict(setup)
+        setup = RunnerSetup(**setup)  # a copy, finished here
         setup["regions"] = {k: {"index": i, "nbytes": regions[k][0].size} for i, k in enumerate(names)}
         deadline = time.monotonic() + timeout
         if self._listener is not None:

@@ -70,6 +70,7 @@ def _cpu_cache_bytes() -> int:
 CHILD_TIMEOUT_S = 180.0
 
 
+# free-form: a ``calibrated`` frame, JSON from the child's stdout until ``wire.Calibrated.from_frame``
 def measure(device: str) -> dict[str, Any]:
     """``calibrate`` where the worker asks for it: in this process on the CPU, in a child on a GPU."""
     if not device.startswith("cuda"):
@@ -88,6 +89,7 @@ def measure(device: str) -> dict[str, Any]:
     return json.loads(lines[-1])
 
 
+# free-form: the frame of a ``wire.Calibrated``, which the child prints as JSON (tests read it as a dict)
 def calibrate(device: str, sizes: dict[str, int] | None = None) -> dict[str, Any]:
     """The device's measured peaks, as the ``calibrated`` answer frame."""
     cuda = device.startswith("cuda")

@@ -5,7 +5,6 @@ modes timed beside it, and the device's calibration (no runner alive). Standard 
 from __future__ import annotations
 
 import time
-from typing import Any
 
 from stark_mcp.evaluator.common import wire
 from stark_mcp.evaluator.common.wire import WorkerSettings
@@ -133,7 +132,7 @@ class BaselineTiming(WorkerBase):
                     if made.outcome.meta.get("ok") is not True:
                         raise ProblemFailure(name, str(made.outcome.meta.get("message", "failed")))
             first = time.monotonic() - started
-            shapes = []
+            shapes: list[wire.BaselineShape] = []
             for shape in range(len(state.problem.shapes)):
                 mode_s, eager_s = timing.Samples(), timing.Samples()
                 spent, t0 = 0, time.monotonic()
@@ -162,9 +161,9 @@ class BaselineTiming(WorkerBase):
                 driver.close()
             self._memory_settled()
 
-    def _time_eager(self, state: ProblemState, settings: WorkerSettings) -> list[dict[str, Any]]:
+    def _time_eager(self, state: ProblemState, settings: WorkerSettings) -> list[wire.BaselineShape]:
         eager = self.eager(state, settings)
-        shapes = []
+        shapes: list[wire.BaselineShape] = []
         timeout = settings.timing_timeout_s
         for shape in range(len(state.problem.shapes)):
             samples = timing.Samples()

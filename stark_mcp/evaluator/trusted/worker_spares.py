@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
-from typing import Any
+from typing import TypedDict
 
 from stark_mcp.evaluator.common import wire
 from stark_mcp.evaluator.common.wire import WorkerSettings
@@ -30,6 +30,16 @@ SPARES = 1  # candidate runners kept started ahead of time
 # only pay for a runner nobody takes (one bubblewrap starts imports torch: 1.2-3 CPU-s on a 2-core
 # machine; a forked one, sandbox/zygote.py, costs about 0.1 s).
 SPARE_IDLE_S = 5.0
+
+
+class Staged(TypedDict):
+    """Where a staged runner sees its files (``SpareRunners.stage``), for its setup frame."""
+
+    job: str  # the folder with candidate.py (or problem.py) and init.pt
+    slots: int  # rotating input slots of its driver
+    deferred: bool  # its build finishes in the runner (the load's budget grows by the build's)
+    env: dict[str, str]  # where the runner's builds and caches go
+    sys_path: list[str]  # the problem's import roots
 
 
 class SpareRunners(WorkerBase):
@@ -125,7 +135,7 @@ class SpareRunners(WorkerBase):
         except Exception:  # noqa: BLE001 - the next evaluation starts its own runner and reports why not
             pass
 
-    def stage(self, state: ProblemState, spare: Spare, job: wire.Job | None) -> dict[str, Any]:
+    def stage(self, state: ProblemState, spare: Spare, job: wire.Job | None) -> Staged:
         """Give a started runner its files (the candidate, or the problem when ``job`` is None, the
         constructor arguments, the candidate's build) and say where it sees them."""
         if job is None:

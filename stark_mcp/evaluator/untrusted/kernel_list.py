@@ -10,6 +10,8 @@ import math
 from collections.abc import Iterable
 from typing import Any
 
+from stark_mcp.evaluator.common.runner_wire import Launch
+
 MAX_KERNELS = 48
 MAX_LAUNCHES = 64
 MAX_NAME = 200
@@ -28,10 +30,11 @@ def kernel_totals(events: Iterable[tuple[str, str, float]]) -> list[list[Any]]:
     return [[name, us] for name, us in top]
 
 
-def launches_from_trace(trace: dict[str, Any]) -> list[dict[str, Any]]:
+# free-form: ``trace`` is the torch profiler's Chrome trace JSON, as torch wrote it
+def launches_from_trace(trace: dict[str, Any]) -> list[Launch]:
     """Kernel launches of a Chrome trace as the torch profiler exports it: the ``X`` events of
     category ``kernel``, with ``dur`` in us and the launch shape in ``args``."""
-    launches = []
+    launches: list[Launch] = []
     for event in trace.get("traceEvents", []):
         if not isinstance(event, dict) or event.get("cat") != "kernel" or event.get("ph") != "X":
             continue

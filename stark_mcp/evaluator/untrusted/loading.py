@@ -18,6 +18,9 @@ from typing import Any
 
 import torch
 
+from stark_mcp.evaluator.common.reference_wire import ModelInit, RngState
+from stark_mcp.evaluator.common.runner_wire import SetupError
+
 BUILD_FAILURE_MARKER = "Error building extension"
 
 
@@ -28,7 +31,7 @@ class Verdict(Exception):
         super().__init__(message)
         self.status, self.reason, self.message, self.tb = status, reason, message, tb
 
-    def frame(self) -> dict[str, Any]:
+    def frame(self) -> SetupError:
         return {
             "kind": "error",
             "status": self.status,
@@ -110,7 +113,7 @@ def looks_like_cuda_unavailable(text: str) -> bool:
     )
 
 
-def restore_rng(state: dict[str, Any]) -> None:
+def restore_rng(state: RngState) -> None:
     """The RNG state the worker had right before it constructed the reference."""
     torch.set_rng_state(state["torch"])
     if state.get("cuda") is not None and torch.cuda.is_available():
@@ -120,7 +123,7 @@ def restore_rng(state: dict[str, Any]) -> None:
         random.setstate((int(version), tuple(int(x) for x in internal), gauss))
 
 
-def construct(cls: Any, init: dict[str, Any], device: str) -> Any:
+def construct(cls: Any, init: ModelInit, device: str) -> Any:
     restore_rng(init["rng"])
     model = cls(*init["args"])
     if isinstance(model, torch.nn.Module):

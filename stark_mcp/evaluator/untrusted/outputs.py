@@ -19,6 +19,7 @@ from typing import Any
 import torch
 
 from stark_mcp.evaluator.common.regions import dtype_name
+from stark_mcp.evaluator.common.runner_wire import Described, DescribedTensor
 
 MAX_ITEMS = 64
 MAX_DEPTH = 6
@@ -39,7 +40,7 @@ def describe_and_publish(
     inputs: list[Any],
     keep: list[torch.Tensor] | None = None,
     harness: HarnessSpans | None = None,
-) -> tuple[dict[str, Any], list[str]]:
+) -> tuple[Described, list[str]]:
     """The tree of ``obj`` with every plain tensor leaf copied into ``expected[i]`` (region views)
     when it fits, or, with ``keep``, a CPU leaf described by the address of its contiguous bytes
     (kept alive in ``keep``; ``expected`` then holds only forms). A leaf left unpublished is judged
@@ -82,7 +83,7 @@ class _Walker:
         self.flags: list[str] = []
         self.count = 0
 
-    def walk(self, node: Any, depth: int) -> dict[str, Any]:
+    def walk(self, node: Any, depth: int) -> Described:
         if type(node) is torch.Tensor:
             return self.tensor(node)
         if isinstance(node, torch.Tensor):
@@ -102,11 +103,11 @@ class _Walker:
             return {"k": "scalar", "v": node}
         return {"k": "other", "type": type(node).__name__[:80]}
 
-    def tensor(self, node: torch.Tensor) -> dict[str, Any]:
+    def tensor(self, node: torch.Tensor) -> DescribedTensor:
         i = self.count
         self.count += 1
         t = node.detach()
-        entry: dict[str, Any] = {
+        entry: DescribedTensor = {
             "k": "tensor",
             "dtype": dtype_name(t.dtype),
             "shape": list(t.shape),

@@ -25,6 +25,8 @@ import torch
 
 from stark_mcp.evaluator.common import control, frames
 from stark_mcp.evaluator.common.regions import Region, dtype_of
+from stark_mcp.evaluator.common.runner_wire import CallDone, Done, ProfileDone, Ready, RunnerSetup, SetupError
+from stark_mcp.evaluator.common.shapes import InputNode
 from stark_mcp.evaluator.sandbox.launch import die_with_parent
 from stark_mcp.evaluator.untrusted import loading
 from stark_mcp.evaluator.untrusted.jitwatch import JitWatch
@@ -38,7 +40,7 @@ CONNECT_TIMEOUT_S = 60.0  # the worker's socket exists before the jail starts; t
 
 class Runner:
     def __init__(
-        self, setup: dict[str, Any], frames_fd: int, block: Any, go_bell: int, done_bell: int
+        self, setup: RunnerSetup, frames_fd: int, block: Any, go_bell: int, done_bell: int
     ) -> None:
         self.setup = setup
         self.frames_fd = frames_fd
@@ -123,7 +125,7 @@ class Runner:
         spec = self.shapes[shape]["inputs"]
         leaves = spec["slots"][slot]
 
-        def build(node: dict[str, Any]) -> Any:
+        def build(node: InputNode) -> Any:
             kind = node["k"]
             if kind == "tensor":
                 return self.inputs_region.view(leaves[node["leaf"]])
@@ -164,7 +166,7 @@ class Runner:
             if (shape, slot) not in self.ready:
                 self.ready[(shape, slot)] = (self._inputs(shape, slot, []), self._outputs(shape))
 
-    def call(self, shape: int, slot: int, args: list[Any]) -> tuple[int, dict[str, Any]]:
+    def call(self, shape: int, slot: int, args: list[Any]) -> tuple[int, CallDone]:
         if self.cuda and self.sleep_cycles:
             # First: the GPU sleeps while this process prepares and launches, so the Python below
             # overlaps with device time instead of adding to every call's wall time.
@@ -193,12 +195,12 @@ class Runner:
             reported_ns = time.process_time_ns() - t0
             tree, flags = describe_and_publish(out, expected, inputs, keep, self.harness)
         self.last = (out, inputs, keep)  # GPU: freed after DONE, off the timed path; CPU: by the next call
-        meta = {"ok": True, "out": tree, "flags": flags}
+        meta: CallDone = {"ok": True, "out": tree, "flags": flags}
         if self.jit.installed:
             meta["jit"] = self.jit.count  # compilations and autotuning runs so far
         return reported_ns, meta
 
-    def profile(self, shape: int, slot: int, args: list[Any]) -> dict[str, Any]:
+    def profile(self, shape: int, slot: int, args: list[Any]) -> ProfileDone:
         """One forward for a profiler. Under an outside tool (Nsight Compute), only an NVTX range
         around it, which tells the tool what to replay. Otherwise the torch profiler's device time
         per kernel name (the worker computes the own-kernel share) and the launches' shapes."""
@@ -226,7 +228,7 @@ class Runner:
             self.model(*inputs)
             torch.cuda.synchronize()
         kernels = kernel_totals((evt.name, str(evt.device_type), _device_us(evt)) for evt in prof.events())
-        meta: dict[str, Any] = {"ok": True, "kernels": kernels}
+        meta: ProfileDone = {"ok": True, "kernels": kernels}
         try:  # launch shapes are only in the exported trace
             path = os.path.join(os.environ.get("TMPDIR", "/tmp"), f"stark-trace-{os.getpid()}.json")
             prof.export_chrome_trace(path)
@@ -247,6 +249,7 @@ class Runner:
                 control.ring(self.done_bell)
                 self.exit()
             if slot & control.PROFILE:
+                meta: Done
                 try:
                     meta = self.profile(shape, slot & ~control.PROFILE, args)
                 except BaseException as exc:  # noqa: BLE001 - a profile is optional
@@ -327,7 +330,7 @@ def _device_us(evt: Any) -> float:
     return float(us or 0.0)
 
 
-def any_arg(node: dict[str, Any]) -> bool:
+def any_arg(node: InputNode) -> bool:
     if node["k"] == "arg":
         return True
     return any(any_arg(x) for x in node.get("items", []))
@@ -377,7 +380,7 @@ def main(argv: list[str]) -> None:
     _msg, fds, _flags, _addr = socket.recv_fds(sock, 1, 8)  # blocks until the worker assigns work
     if not fds:
         os._exit(0)
-    setup = frames.recv(frames_fd, timeout=SETUP_TIMEOUT_S)
+    setup: RunnerSetup | None = frames.recv(frames_fd, timeout=SETUP_TIMEOUT_S)  # type: ignore[assignment]
     if setup is None:
         os._exit(0)
     threads = int(setup.get("threads") or 0)
@@ -391,7 +394,8 @@ def main(argv: list[str]) -> None:
         # share of each call's CPU time stops depending on what the candidate (or torch) loaded.
         gc.collect()
         gc.freeze()
-        frames.send(frames_fd, {"kind": "ready", "flags_changed": changed})
+        ready: Ready = {"kind": "ready", "flags_changed": changed}
+        frames.send(frames_fd, ready)
     except loading.Verdict as v:
         frames.send(frames_fd, v.frame())
         sys.stderr.write(v.tb)
@@ -399,16 +403,14 @@ def main(argv: list[str]) -> None:
     except BaseException as exc:  # noqa: BLE001
         tb = traceback.format_exc()
         sys.stderr.write(tb)
-        frames.send(
-            frames_fd,
-            {
-                "kind": "error",
-                "status": "runtime_error",
-                "reason": "exception",
-                "message": f"setup failed: {loading.describe(exc)}"[:4000],
-                "traceback": tb[-8000:],
-            },
-        )
+        failed: SetupError = {
+            "kind": "error",
+            "status": "runtime_error",
+            "reason": "exception",
+            "message": f"setup failed: {loading.describe(exc)}"[:4000],
+            "traceback": tb[-8000:],
+        }
+        frames.send(frames_fd, failed)
         os._exit(0)
     runner.serve()
 

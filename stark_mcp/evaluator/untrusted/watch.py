@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable
+from types import ModuleType
 from typing import Any
 
 import torch
@@ -18,7 +19,7 @@ class FunctionWatch:
     """Identity of the functions this harness relies on, taken before the candidate is imported."""
 
     def __init__(self) -> None:
-        refs: dict[str, Any] = {
+        refs: dict[str, Callable[..., Any]] = {
             "time.perf_counter_ns": time.perf_counter_ns,
             "os.write": os.write,
             "torch.cuda.synchronize": torch.cuda.synchronize,
@@ -34,7 +35,7 @@ class FunctionWatch:
         return [name for name, parts, fn in self.paths if _current(parts) is not fn]
 
 
-_ROOTS: dict[str, Any] = {"time": time, "os": os, "torch": torch}
+_ROOTS: dict[str, ModuleType] = {"time": time, "os": os, "torch": torch}
 
 
 def _current(parts: list[str]) -> Any:
