@@ -163,7 +163,7 @@ def test_a_gap_smaller_than_the_forgery_floor_is_not_called_forgery() -> None:
 
 def test_cpu_of_processes_that_ended_is_charged_to_the_windows_timed_calls() -> None:
     from stark_mcp.evaluator.sandbox.launch import JailCpu
-    from stark_mcp.evaluator.trusted.session import WINDOW_ALLOWANCE_NS, CpuWindow
+    from stark_mcp.evaluator.trusted.cpu_window import WINDOW_ALLOWANCE_NS, CpuWindow
 
     cand = timing.Samples()
     window = CpuWindow()
