@@ -239,8 +239,8 @@ def launch_from_ncu(row: NcuRow) -> Launch:
     return {
         "name": name,
         "time_ns": _get(row, "gpu__time_duration.sum") or 0.0,
-        "grid": _triple(row.get("Grid Size")),  # type: ignore[arg-type]  # text: parse_ncu_raw keeps it so
-        "block": _triple(row.get("Block Size")),  # type: ignore[arg-type]
+        "grid": _triple(row.get("Grid Size")),
+        "block": _triple(row.get("Block Size")),
         "registers_per_thread": _int(_get(row, "launch__registers_per_thread")),
         "shared_memory_bytes": None
         if static is None and dynamic is None
@@ -328,7 +328,7 @@ def merge_launches(launches: Iterable[Launch]) -> list[Launch]:
         entry["tensor_instructions"] += launch.get("tensor_instructions") or 0.0
     for key, entry in merged.items():
         for f, (total, weight) in sums[key].items():
-            entry[f] = total / weight if weight else None  # type: ignore[literal-required]
+            entry[f] = total / weight if weight else None
     return sorted(merged.values(), key=lambda e: -e["time_ns"])
 
 
