@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from stark_mcp.evaluator.sandbox.launch import JailCpu
+from stark_mcp.evaluator.sandbox.process_tree import JailCpu
 from stark_mcp.evaluator.trusted import timing
 
 # CPU that processes which ended between two freezes may have used without a charge: the cgroup counts
