@@ -309,8 +309,8 @@ def light_builds(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[An
     wait for is made once, while they compile. (report, fallbacks but the header's, output folder)"""
     import threading
 
-    from stark_mcp.evaluator.buildkit import compile as bk_compile
-    from stark_mcp.evaluator.buildkit.compile import BuildReport
+    from stark_mcp.evaluator.buildkit.build_report import BuildReport
+    from stark_mcp.evaluator.buildkit.prime import prime
 
     tmp = tmp_path_factory.mktemp("light")
     toolchain = str(tmp / "toolchain")
@@ -324,7 +324,7 @@ def light_builds(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[An
     # a light compile takes about what the profile takes: starting the profile late makes each build
     # find no profile when it starts, compile meanwhile, and wait for it afterwards
     def make_profile() -> None:
-        notes.extend(bk_compile.prime(requests["kept"], str(tmp / "prime"), toolchain, ("light",)))
+        notes.extend(prime(requests["kept"], str(tmp / "prime"), toolchain, ("light",)))
 
     primer = threading.Timer(2.0, make_profile)
     started = time.time()

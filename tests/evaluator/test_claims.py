@@ -1,4 +1,4 @@
-"""Machine-wide sandbox uid claims (sandbox/claims.py, launch._Uid): one place whatever TMPDIR, HOME
+"""Machine-wide sandbox uid claims (sandbox/claims.py, jail_uids.JailUid): one place whatever TMPDIR, HOME
 and STARK_HOME say, and a free claim with processes of its uid alive is cleaned only of what its dead
 owner's record proves was that owner's: anything else of the uid is never signalled."""
 
@@ -14,7 +14,7 @@ import pytest
 
 from stark_mcp.evaluator.sandbox.cgroups import CGroup
 from stark_mcp.evaluator.sandbox.claims import Claim, Owner, lock_dir, start_time
-from stark_mcp.evaluator.sandbox.launch import _Uid
+from stark_mcp.evaluator.sandbox.jail_uids import JailUid
 from stark_mcp.evaluator.sandbox.levels import detect
 
 BASE = 65000 + (os.getpid() % 64) * 8
@@ -67,7 +67,7 @@ def test_a_process_of_the_uid_the_dead_owner_cannot_be_proven_to_own_is_left_alo
     try:
         time.sleep(0.2)
         leave_record(BASE, dead_owner())  # a crashed evaluator's claim, but not this process's owner
-        taken = _Uid(BASE)
+        taken = JailUid(BASE)
         try:
             assert taken.uid != BASE  # skipped, not signalled
             assert stranger.poll() is None
@@ -92,7 +92,7 @@ def test_what_the_dead_owner_recorded_is_cleaned_and_the_uid_reused() -> None:
         owner = dead_owner()
         owner.cgroups = group.proc_paths()  # its jail's group, as the dead owner recorded it
         leave_record(BASE + 4, owner)
-        taken = _Uid(BASE + 4)
+        taken = JailUid(BASE + 4)
         try:
             assert taken.uid == BASE + 4
             assert leftover.wait(5) is not None

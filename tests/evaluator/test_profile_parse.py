@@ -16,14 +16,13 @@ from pathlib import Path
 import pytest
 
 from stark_mcp.evaluator import profiles
+from stark_mcp.evaluator.common.kernel_roofline import bound, roofline
 from stark_mcp.evaluator.common.profile_parse import (
     ProfileParseError,
-    bound,
     kernels_from_ncu,
     kernels_from_torch,
     number,
     parse_ncu_raw,
-    roofline,
 )
 from stark_mcp.evaluator.untrusted.kernel_list import kernel_totals, launches_from_trace
 from stark_mcp.records import ProfileReport

@@ -162,8 +162,8 @@ def test_a_gap_smaller_than_the_forgery_floor_is_not_called_forgery() -> None:
 
 
 def test_cpu_of_processes_that_ended_is_charged_to_the_windows_timed_calls() -> None:
-    from stark_mcp.evaluator.sandbox.launch import JailCpu
-    from stark_mcp.evaluator.trusted.session import WINDOW_ALLOWANCE_NS, CpuWindow
+    from stark_mcp.evaluator.sandbox.process_tree import JailCpu
+    from stark_mcp.evaluator.trusted.cpu_window import WINDOW_ALLOWANCE_NS, CpuWindow
 
     cand = timing.Samples()
     window = CpuWindow()
@@ -193,7 +193,7 @@ def test_cpu_of_processes_that_ended_is_charged_to_the_windows_timed_calls() -> 
 
 
 def test_a_reused_pid_can_only_raise_what_ended() -> None:
-    from stark_mcp.evaluator.sandbox.launch import JailCpu
+    from stark_mcp.evaluator.sandbox.process_tree import JailCpu
 
     before = JailCpu(10_000_000, {7: 9_000_000})
     # pid 7 ended after 1 ms more; a new process got pid 7 and used 0.5 ms: 1 ms went to a dead one.

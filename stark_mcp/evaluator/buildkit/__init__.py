@@ -4,7 +4,8 @@ Imports only the standard library and torch, and only relatively inside the pack
 evaluator can import it as ``buildkit`` from sandboxed processes where ``stark_mcp`` is absent.
 """
 
-from .compile import BuildReport, StepRecord, build
+from .build_report import BuildReport, StepRecord
+from .compile import build
 from .intercept import BuildFailed, LocalResolver, install, load_built, local_resolver, uninstall
 from .normalize import normalize_source
 from .request import (

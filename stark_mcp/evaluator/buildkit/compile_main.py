@@ -65,7 +65,8 @@ def main(argv: list[str] | None = None) -> int:
     parent = os.path.dirname(here)
     sys.path.insert(0, parent)
     try:
-        from buildkit.compile import build, prime
+        from buildkit.compile import build
+        from buildkit.prime import prime
         from buildkit.request import ExtensionRequest
     finally:
         sys.path.remove(parent)

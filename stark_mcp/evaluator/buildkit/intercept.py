@@ -29,7 +29,7 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
-from .compile import REPORT_FILE, BuildReport
+from .build_report import REPORT_FILE, BuildReport
 from .request import ExtensionRequest, Toolchain, is_cacheable, request_key
 
 PREBUILT_INDEX = "extensions.json"  # in a candidate's build directory: request identity -> library dir

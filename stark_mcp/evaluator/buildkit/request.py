@@ -335,7 +335,7 @@ def is_cacheable(request: ExtensionRequest) -> bool:
 
 
 # Flags trusted code may pass to a compiler while making shared files from torch's own headers
-# (``compile.prime``): optimization, language, macros with plain values, warnings and targets.
+# (``prime.prime``): optimization, language, macros with plain values, warnings and targets.
 # Nothing here names a file, loads a plugin, runs a wrapper or forwards options to another tool.
 _PLAIN_FLAG = re.compile(
     r"-O[0-3sgz]?|-std=(c|gnu)\+\+\d\d|-[DU][A-Za-z_][A-Za-z0-9_]*(=[A-Za-z0-9_.+-]*)?|-g|-lineinfo"

@@ -1,6 +1,7 @@
 """Profiler output to per-kernel facts, and the roofline (pure; standard library only).
 
-Two sources, one shape of result (plain dicts with the fields of ``records.KernelProfile``):
+Two sources, one shape of result (``profile_records``: plain dicts with the fields of
+``records.KernelProfile``; the roofline itself is ``kernel_roofline.py``):
 
 - Nsight Compute's ``--csv --page raw`` report (``parse_ncu_raw``): one row per profiled launch,
   one column per metric, after a header row and a units row, with ``==PROF==``/``==ERROR==``
@@ -19,10 +20,21 @@ import csv
 import io
 import math
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from typing import Any
 
 from stark_mcp.evaluator.common.kernel_names import base_name
+from stark_mcp.evaluator.common.kernel_roofline import bound, roofline
+from stark_mcp.evaluator.common.profile_records import (
+    DevicePeaks,
+    KernelEntry,
+    Launch,
+    NcuKernels,
+    NcuRow,
+    Roofline,
+    StallShare,
+    TorchKernels,
+)
 
 STALL_PREFIX = "smsp__average_warp_latency_issue_stalled_"
 STALL_REASONS = (
@@ -153,7 +165,7 @@ def _triple(text: str | None) -> list[int] | None:
 # ---- Nsight Compute ------------------------------------------------------------------------------
 
 
-def parse_ncu_raw(text: str) -> tuple[list[dict[str, float | str | None]], list[str]]:
+def parse_ncu_raw(text: str) -> tuple[list[NcuRow], list[str]]:
     """The rows of a ``--csv --page raw`` report, each metric in its base unit, and ncu's own
     messages (``==ERROR==``, ``==WARNING==`` lines). ProfileParseError when there is no row."""
     messages: list[str] = []
@@ -170,11 +182,11 @@ def parse_ncu_raw(text: str) -> tuple[list[dict[str, float | str | None]], list[
         raise ProfileParseError(said or "the report holds no kernel rows")
     header = rows[0]
     units = rows[1] if len(rows[1]) == len(header) else [""] * len(header)
-    out: list[dict[str, float | str | None]] = []
+    out: list[NcuRow] = []
     for row in rows[2 : 2 + MAX_ROWS]:
         if len(row) != len(header):
             continue
-        record: dict[str, float | str | None] = {}
+        record: NcuRow = {}
         for name, unit, value in zip(header, units, row, strict=True):
             if name in ("Kernel Name", "Block Size", "Grid Size", "device__attribute_display_name"):
                 record[name] = value[:MAX_NAME]
@@ -186,7 +198,7 @@ def parse_ncu_raw(text: str) -> tuple[list[dict[str, float | str | None]], list[
     return out, messages
 
 
-def device_peaks(row: Mapping[str, Any]) -> dict[str, Any]:
+def device_peaks(row: NcuRow) -> DevicePeaks:
     """The GPU's name and roofs from one row: FP32 FLOP/s, DRAM bytes/s, and the FP64 ratio."""
     sm_hz = _get(row, "sm__cycles_elapsed.avg.per_second")
     if sm_hz is None and _get(row, "device__attribute_clock_rate") is not None:
@@ -217,7 +229,7 @@ def device_peaks(row: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def launch_from_ncu(row: Mapping[str, Any]) -> dict[str, Any]:
+def launch_from_ncu(row: NcuRow) -> Launch:
     """One profiled launch: the fields of ``KernelProfile`` plus the raw work it did."""
     name = str(row.get("Kernel Name") or "?")
     static = _get(row, "launch__shared_mem_per_block_static")
@@ -249,7 +261,7 @@ def launch_from_ncu(row: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def _ops(row: Mapping[str, Any], precision: str) -> float:
+def _ops(row: NcuRow, precision: str) -> float:
     p = f"smsp__sass_thread_inst_executed_op_{precision}"
     return sum(
         (_get(row, f"{p}{op}_pred_on.sum") or 0.0) * (2.0 if op == "fma" else 1.0)
@@ -257,9 +269,9 @@ def _ops(row: Mapping[str, Any], precision: str) -> float:
     )
 
 
-def kernels_from_ncu(text: str) -> dict[str, Any]:
-    """A whole report: ``{"device_name", "kernels": [...], "messages": [...]}``, kernels merged by
-    (name, grid, block) and sorted slowest first, each with its share and roofline."""
+def kernels_from_ncu(text: str) -> NcuKernels:
+    """A whole report: the device, its kernels merged by (name, grid, block) and sorted slowest
+    first, each with its share and roofline, and ncu's own messages."""
     rows, messages = parse_ncu_raw(text)
     peaks = device_peaks(rows[0])
     launches = [launch_from_ncu(r) for r in rows]
@@ -279,19 +291,11 @@ def kernels_from_ncu(text: str) -> dict[str, Any]:
     }
 
 
-def merge_launches(launches: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+def merge_launches(launches: Iterable[Launch]) -> list[Launch]:
     """Launches of one kernel with one launch shape become one entry: times, work and bytes add up,
     rates and percentages are averaged weighted by time."""
-    merged: dict[tuple[Any, ...], dict[str, Any]] = {}
-    weighted = (
-        "theoretical_occupancy_pct",
-        "achieved_occupancy_pct",
-        "dram_throughput_pct",
-        "memory_throughput_pct",
-        "sm_throughput_pct",
-        "l1_hit_rate_pct",
-        "l2_hit_rate_pct",
-    )
+    merged: dict[tuple[Any, ...], Launch] = {}
+    sums: dict[tuple[Any, ...], dict[str, list[float]]] = {}  # weighted field -> [sum, weight]
     for launch in launches:
         key = (launch["name"], tuple(launch.get("grid") or ()), tuple(launch.get("block") or ()))
         w = max(launch["time_ns"], 1e-9)
@@ -301,37 +305,49 @@ def merge_launches(launches: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
                 **launch,
                 "launches": 0,
                 "time_ns": 0.0,
-                "_w": {f: [0.0, 0.0] for f in weighted},
                 "stall_weights": {},
                 "flops": {p: 0.0 for p in "dfh"},
                 "dram_bytes": None,
                 "tensor_instructions": 0.0,
             }
+            sums[key] = {f: [0.0, 0.0] for f in WEIGHTED}
         entry["launches"] += 1
         entry["time_ns"] += launch["time_ns"]
-        for f in weighted:
-            if launch.get(f) is not None:
-                entry["_w"][f][0] += launch[f] * w
-                entry["_w"][f][1] += w
+        for f in WEIGHTED:
+            value = launch.get(f)
+            if value is not None:
+                sums[key][f][0] += value * w
+                sums[key][f][1] += w
         for reason, value in (launch.get("stall_weights") or {}).items():
             entry["stall_weights"][reason] = entry["stall_weights"].get(reason, 0.0) + value * w
         for p, value in (launch.get("flops") or {}).items():
             entry["flops"][p] += value
-        if launch.get("dram_bytes") is not None:
-            entry["dram_bytes"] = (entry["dram_bytes"] or 0.0) + launch["dram_bytes"]
+        dram_bytes = launch.get("dram_bytes")
+        if dram_bytes is not None:
+            entry["dram_bytes"] = (entry["dram_bytes"] or 0.0) + dram_bytes
         entry["tensor_instructions"] += launch.get("tensor_instructions") or 0.0
-    out = []
-    for entry in merged.values():
-        for f, (total, weight) in entry.pop("_w").items():
+    for key, entry in merged.items():
+        for f, (total, weight) in sums[key].items():
             entry[f] = total / weight if weight else None
-        out.append(entry)
-    return sorted(out, key=lambda e: -e["time_ns"])
+    return sorted(merged.values(), key=lambda e: -e["time_ns"])
 
 
-def _public(k: dict[str, Any], total_ns: float, roof: dict[str, Any] | None) -> dict[str, Any]:
+# Rates and percentages: a merged kernel's is its launches' average, weighted by their time.
+WEIGHTED = (
+    "theoretical_occupancy_pct",
+    "achieved_occupancy_pct",
+    "dram_throughput_pct",
+    "memory_throughput_pct",
+    "sm_throughput_pct",
+    "l1_hit_rate_pct",
+    "l2_hit_rate_pct",
+)
+
+
+def _public(k: Launch, total_ns: float, roof: Roofline | None) -> KernelEntry:
     weights = k.get("stall_weights") or {}
     stalled = sum(weights.values())
-    stalls = (
+    stalls: list[StallShare] = (
         [
             {"reason": r, "share": v / stalled}
             for r, v in sorted(weights.items(), key=lambda kv: -kv[1])[:TOP_STALLS]
@@ -364,79 +380,13 @@ def _public(k: dict[str, Any], total_ns: float, roof: dict[str, Any] | None) -> 
     }
 
 
-# ---- the roofline --------------------------------------------------------------------------------
-
-
-def roofline(
-    flops: Mapping[str, float],
-    dram_bytes: float | None,
-    time_s: float,
-    peaks: Mapping[str, Any],
-    tensor_core: bool = False,
-) -> dict[str, Any] | None:
-    """Arithmetic intensity and achieved vs attainable FLOP/s on the roof of the kernel's dominant
-    precision (FP64 at the device's FP32/FP64 ratio, FP16 at twice FP32: an approximation)."""
-    total = sum(flops.values())
-    if dram_bytes is None or time_s <= 0:
-        return None
-    fp32, bandwidth = peaks.get("fp32_flops_per_s"), peaks.get("dram_bytes_per_s")
-    dominant = max(flops, key=lambda p: flops[p]) if total > 0 else "f"
-    peak = fp32
-    if fp32 and dominant == "d":
-        peak = fp32 / (peaks.get("fp64_ratio") or 2.0)
-    elif fp32 and dominant == "h":
-        peak = 2.0 * fp32
-    intensity = total / dram_bytes if dram_bytes > 0 else None
-    achieved = total / time_s
-    ridge = peak / bandwidth if peak and bandwidth else None
-    attainable = side = fraction = None
-    if peak and bandwidth and intensity is not None:
-        attainable = min(peak, intensity * bandwidth)
-        side = "memory" if intensity < ridge else "compute"
-    elif peak and dram_bytes == 0 and total > 0:
-        attainable, side = peak, "compute"
-    # Below the ridge, achieved / attainable is the share of the DRAM roof the kernel reached, which
-    # stays defined for kernels that do no arithmetic at all (copies, transposes).
-    if side == "memory" and bandwidth:
-        fraction = dram_bytes / time_s / bandwidth
-    elif side == "compute" and peak:
-        fraction = achieved / peak
-    return {
-        "flops": total,
-        "dram_bytes": dram_bytes,
-        "arithmetic_intensity": intensity,
-        "achieved_flops_per_s": achieved,
-        "peak_flops_per_s": peak,
-        "peak_dram_bytes_per_s": bandwidth,
-        "ridge_point": ridge,
-        "attainable_flops_per_s": attainable,
-        "achieved_fraction": fraction,
-        "side": side,
-        "tensor_core": tensor_core,
-    }
-
-
-def bound(sm_pct: float | None, memory_pct: float | None) -> str | None:
-    """What limits a kernel, read from its speed-of-light throughputs the way ncu's rule does:
-    one above 60% of peak names the bound; both under 40% means latency (too little parallelism
-    or too many dependent waits) rather than bandwidth or math."""
-    if sm_pct is None or memory_pct is None:
-        return None
-    top = max(sm_pct, memory_pct)
-    if top >= 60:
-        return "compute" if sm_pct >= memory_pct else "memory"
-    if top < 40:
-        return "latency"
-    return "balanced"
-
-
 # ---- the torch profiler --------------------------------------------------------------------------
 
 
-def kernels_from_torch(launches: Iterable[Any]) -> dict[str, Any]:
+def kernels_from_torch(launches: Iterable[Any]) -> TorchKernels:
     """The fallback: the runner's torch-profiler launches (``{"name", "us", "grid", "block",
     "registers", "shared_memory"}``, or the older ``[name, us]`` pairs), merged and sorted."""
-    parsed = []
+    parsed: list[Launch] = []
     for item in list(launches)[:MAX_ROWS]:
         if isinstance(item, (list, tuple)) and len(item) == 2:
             item = {"name": item[0], "us": item[1]}
@@ -472,6 +422,6 @@ def _int(value: Any) -> int | None:
     return int(value) if 0 <= value < 1 << 40 else None
 
 
-def _get(row: Mapping[str, Any], name: str) -> float | None:
+def _get(row: NcuRow, name: str) -> float | None:
     value = row.get(name)
     return float(value) if isinstance(value, (int, float)) and math.isfinite(value) else None

@@ -11,218 +11,55 @@ Inside, the scratch directory is ``/tmp`` at the sandbox level (a size-capped tm
 Everything a jail started is killed by ``close()``: a cgroup's ``cgroup.kill`` where one exists, the
 death of bubblewrap's PID-namespace init, and a sweep of the jail's uid; at the process level, the
 process group plus every descendant still reachable. Standard library only.
+
+The jail's parts, one job a module: what it is made of (``jail_spec.py``), its launcher chain and the
+zygote's request (``jail_command.py``), its uid (``jail_uids.py``), its processes seen from outside
+(``process_tree.py``), and who owns its files (``jail_files.py``).
 """
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import signal
-import stat
 import subprocess
-import sys
 import tempfile
 import time
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any
 
-from stark_mcp.evaluator.sandbox.cgroups import CGroup, dead_owner
-from stark_mcp.evaluator.sandbox.claims import (
-    Claim,
-    ClaimError,
-    Owner,
-    pid_namespace,
-    processes_of,
-    start_time,
-)
+from stark_mcp.evaluator.sandbox.cgroups import CGroup
+from stark_mcp.evaluator.sandbox.claims import pid_namespace, start_time
 from stark_mcp.evaluator.sandbox.forked import ZygoteClient
 from stark_mcp.evaluator.sandbox.host_layout import GpuLayoutError, gpu_device_nodes, jail_visible_devices
-from stark_mcp.evaluator.sandbox.layout import (
-    ALWAYS_HIDDEN,
-    SCRATCH_INSIDE,
-    MountStep,
-    bwrap_args,
-    existing_dirs,
-    jail_layout,
+from stark_mcp.evaluator.sandbox.jail_command import (
+    fork_request,
+    host_env,
+    insert_after,
+    jail_argv,
+    read_child_pid,
 )
+from stark_mcp.evaluator.sandbox.jail_files import chown_tree
+from stark_mcp.evaluator.sandbox.jail_files import reclaim_tree as reclaim_tree  # the parent side's import
+from stark_mcp.evaluator.sandbox.jail_files import unreadable_root as unreadable_root  # the parent side's
+from stark_mcp.evaluator.sandbox.jail_spec import JailError, JailSpec, Mount, inside_path
+from stark_mcp.evaluator.sandbox.jail_uids import JailUid
+from stark_mcp.evaluator.sandbox.layout import SCRATCH_INSIDE, MountStep, jail_layout
 from stark_mcp.evaluator.sandbox.levels import IsolationInfo, detect
+from stark_mcp.evaluator.sandbox.process_tree import JailCpu, descendants, process_cpu_ns, signal_quietly
 
-UID_COUNT = 512
-
-
-@dataclass(frozen=True)
-class Mount:
-    src: str  # host path
-    dest: str  # path inside the sandbox (under /tmp); at weaker levels the host path is used
-    writable: bool = False
-
-
-@dataclass
-class JailSpec:
-    argv: list[str]
-    env: dict[str, str]
-    name: str = "jail"
-    mounts: list[Mount] = field(default_factory=list)
-    gpu: int | None = None  # host CUDA index (PCI order) to expose; None: no GPU device at all
-    cpus: list[int] | None = None  # CPU affinity of the jailed process
-    scratch_bytes: int = 2 << 30
-    max_processes: int = 512
-    max_file_bytes: int = 1 << 30
-    # What the jail's processes may hold in memory, shared memory and tmpfs files included (cgroup
-    # memory.max); None: half the machine's memory (``default_memory_cap``).
-    memory_max: int | None = None
-    hidden: list[str] = field(default_factory=list)  # host dirs to hide (data, caches)
-    visible: list[str] = field(default_factory=list)  # host dirs that must stay readable inside
-
-
-class JailError(RuntimeError):
-    """The jail could not be started (a missing tool, a broken bubblewrap)."""
-
-
-# ---- uids -------------------------------------------------------------------------------------------
-
-
-class _Uid:
-    """A uid no other evaluator on this machine uses right now: a machine-wide claim (``claims.py``)
-    held for as long as the jail lives, whose record says what of that uid is this jail's."""
-
-    def __init__(self, base: int) -> None:
-        taken = _passwd_uids()
-        for uid in range(base, base + UID_COUNT):
-            if uid in taken:
-                continue
-            try:
-                got = Claim.take("uids", str(uid))
-            except (OSError, ClaimError) as exc:
-                raise JailError(f"cannot claim a sandbox uid: {exc}") from None
-            if got is None:
-                continue  # another evaluator's, right now
-            claim, previous = got
-            if processes_of(uid) and previous is not None and not previous.owner_alive():
-                # A SIGKILLed owner's leftovers: what its record proves was its jail, and only that.
-                for path in previous.cgroup_dirs:
-                    if dead_owner(os.path.basename(os.path.dirname(path))):
-                        CGroup(path).remove(timeout=2.0)
-                _kill_owned(uid, previous)
-            if processes_of(uid):  # someone's we cannot prove are leftovers: never signalled, skipped
-                claim.release(clean=False)
-                continue
-            claim.record()
-            self.uid, self.claim = uid, claim
-            return
-        raise JailError(f"no free sandbox uid in {base}..{base + UID_COUNT - 1}")
-
-    def note(self, **fields: Any) -> None:
-        """Add what the jail is made of to the claim's record, as it becomes known."""
-        for key, value in fields.items():
-            setattr(self.claim.owner, key, value)
-        self.claim.record()
-
-    def owned(self, ancestors: tuple[int, ...]) -> list[int]:
-        owner = self.claim.owner
-        return [pid for pid in processes_of(self.uid) if owner.owns(pid, ancestors)]
-
-    def kill_owned(self, ancestors: tuple[int, ...]) -> None:
-        _kill_owned(self.uid, self.claim.owner, ancestors)
-
-    def release(self, ancestors: tuple[int, ...]) -> None:
-        self.kill_owned(ancestors)
-        self.claim.release(clean=not processes_of(self.uid))
-
-
-def _passwd_uids() -> set[int]:
-    try:
-        with open("/etc/passwd") as fh:
-            return {int(line.split(":")[2]) for line in fh if line.count(":") >= 3}
-    except (OSError, ValueError):
-        return set()
-
-
-def _kill_owned(uid: int, owner: Owner, ancestors: tuple[int, ...] = (), rounds: int = 50) -> None:
-    """SIGKILL every process of ``uid`` that ``owner`` provably owns, until none is left (a fork bomb
-    needs several rounds). Each is held by a pidfd while it is checked, so the signal reaches the
-    process that was checked, never a later one given its pid."""
-    for _ in range(rounds):
-        found = False
-        for pid in processes_of(uid):
-            try:
-                fd = os.pidfd_open(pid)
-            except OSError:
-                continue
-            try:
-                if owner.owns(pid, ancestors):
-                    found = True
-                    signal.pidfd_send_signal(fd, signal.SIGKILL)
-            except OSError:
-                pass
-            finally:
-                os.close(fd)
-        if not found:
-            return
-        time.sleep(0.005)
-
-
-@dataclass(frozen=True)
-class JailCpu:
-    """A frozen jail's CPU time two ways: its cgroup's total, and each live process's own clock."""
-
-    group_ns: int
-    live_ns: dict[int, int]
-
-    def ended_since(self, earlier: JailCpu) -> int:
-        """CPU time spent since ``earlier`` by processes no live clock shows any more: children that
-        ended in between (a process started since then counts in full; a pid reused by a new process
-        lowers the live sum, which only raises this figure)."""
-        live = sum(ns - earlier.live_ns.get(pid, 0) for pid, ns in self.live_ns.items())
-        return self.group_ns - earlier.group_ns - live
-
-
-def process_cpu_ns(pid: int, children: bool = True) -> int:
-    """CPU time of one process, its threads (live and ended) and, with ``children``, its reaped
-    children, in ns; 0 when it is gone. The process clock is exact for a task on a core; the
-    children's share is in ticks."""
-    try:
-        own = time.clock_gettime_ns(((~pid) << 3) | 2)  # the process's CPUCLOCK_SCHED clock id
-    except OSError:
-        return 0
-    if not children:
-        return own
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            fields = fh.read().rsplit(")", 1)[1].split()
-        children = (int(fields[13]) + int(fields[14])) * (1_000_000_000 // _TICKS)
-    except (OSError, ValueError, IndexError):
-        children = 0
-    return own + children
-
-
-_TICKS = os.sysconf("SC_CLK_TCK")
-
-
-def descendants(pid: int) -> list[int]:
-    """Every live process under ``pid`` (through /proc/<pid>/task/*/children)."""
-    out: list[int] = []
-    stack = [pid]
-    while stack:
-        current = stack.pop()
-        try:
-            tasks = os.listdir(f"/proc/{current}/task")
-        except OSError:
-            continue
-        for tid in tasks:
-            try:
-                with open(f"/proc/{current}/task/{tid}/children") as fh:
-                    kids = [int(x) for x in fh.read().split()]
-            except (OSError, ValueError):
-                continue
-            out.extend(kids)
-            stack.extend(kids)
-    return out
-
-
-# ---- the jail ----------------------------------------------------------------------------------------
+__all__ = [
+    "Jail",
+    "JailCpu",
+    "JailError",
+    "JailSpec",
+    "Mount",
+    "chown_tree",
+    "default_memory_cap",
+    "descendants",
+    "die_with_parent",
+    "inside_path",
+    "reclaim_tree",
+    "unreadable_root",
+]
 
 
 class Jail:
@@ -233,7 +70,7 @@ class Jail:
         self.level = info.level
         self.proc: subprocess.Popen[bytes] | None = None
         self.cgroup: CGroup | None = None
-        self._uid: _Uid | None = None
+        self._uid: JailUid | None = None
         self._scratch_host: str | None = None
         self.child_pid: int | None = None  # the jailed command's pid as seen from here
         self._killed_by_us = False
@@ -280,7 +117,7 @@ class Jail:
     ) -> None:
         spec, info = self.spec, self.info
         if info.root and self.level in ("sandbox", "uid"):
-            self._uid = _Uid(self.info.uid_base)
+            self._uid = JailUid(self.info.uid_base)
         if self.level != "sandbox":
             self._scratch_host = tempfile.mkdtemp(prefix=f"stark-{spec.name}-")
             if self._uid is not None:
@@ -315,20 +152,32 @@ class Jail:
             # ZygoteUnavailable propagates (start() closes this jail, and cgroup.kill takes whatever
             # the attempt started): its caller retries with fresh descriptors, not these, which a
             # half-built jail may already have written to.
-            self.proc = zygote.start_jail(*self._fork_request(call, env, pass_fds, stdout, stderr))
+            cgroup_procs = self.cgroup.procs_files if self.cgroup is not None else []
+            request, fork_fds = fork_request(
+                spec, info, call, self.layout(), env, self.uid, cgroup_procs, pass_fds, stdout, stderr
+            )
+            self.proc = zygote.start_jail(request, fork_fds)
             self.child_pid = self.proc.pid
             self._note_first()
             return
-        argv = self._argv(env)
+        argv = jail_argv(
+            spec,
+            info,
+            self.level,
+            self.uid,
+            self.cgroup.procs_files if self.cgroup is not None else None,
+            self.layout() if self.level == "sandbox" else [],
+            env,
+        )
         info_r = info_w = None
         if self.level == "sandbox":
             info_r, info_w = os.pipe()
-            argv = _insert_after(argv, info.bwrap or "bwrap", ["--info-fd", str(info_w)])
+            argv = insert_after(argv, info.bwrap or "bwrap", ["--info-fd", str(info_w)])
         fds = tuple(pass_fds) + ((info_w,) if info_w is not None else ())
         try:
             self.proc = subprocess.Popen(
                 argv,
-                env=env if self.level != "sandbox" else _host_env(),
+                env=env if self.level != "sandbox" else host_env(),
                 cwd=self._scratch_host or "/",
                 stdin=subprocess.DEVNULL,
                 stdout=stdout,
@@ -343,9 +192,9 @@ class Jail:
             if info_w is not None:
                 os.close(info_w)
         if info_r is not None:
-            self.child_pid = _read_child_pid(info_r, self.proc)
+            self.child_pid = read_child_pid(info_r, self.proc)
         else:
-            self.child_pid = self._find_child()
+            self.child_pid = self.proc.pid
         self._note_first()
 
     def _note_first(self) -> None:
@@ -360,85 +209,6 @@ class Jail:
             first_started=start_time(first),
             pidns=pidns if pidns is not None and pidns != pid_namespace(os.getpid()) else None,
         )
-
-    def _fork_request(
-        self,
-        call: tuple[str, list[str]],
-        env: dict[str, str],
-        pass_fds: tuple[int, ...],
-        stdout: int | None,
-        stderr: int | None,
-    ) -> tuple[dict[str, Any], list[int]]:
-        """What the zygote needs to build this jail as ``_argv`` would: the same mount plan, limits,
-        uid, cgroup and cores, and the descriptors at the numbers the command names."""
-        spec = self.spec
-        out = sys.stdout.fileno() if stdout is None else stdout
-        err = out if stderr == subprocess.STDOUT else (sys.stderr.fileno() if stderr is None else stderr)
-        limits: dict[str, int] = {}
-        if self.info.prlimit:  # what prlimit sets on the bubblewrap path
-            limits = {"nproc": spec.max_processes, "fsize": spec.max_file_bytes, "core": 0}
-        request = {
-            "module": call[0],
-            "args": call[1],
-            "steps": [step.to_json() for step in self.layout()],
-            "env": env,
-            "uid": self.uid,
-            "cgroup_procs": self.cgroup.procs_files if self.cgroup is not None else [],
-            "limits": limits,
-            "cpus": spec.cpus,
-            "chdir": SCRATCH_INSIDE,
-            "fd_targets": list(pass_fds),
-        }
-        return request, [out, err, *pass_fds]
-
-    def _argv(self, env: dict[str, str]) -> list[str]:
-        spec, info = self.spec, self.info
-        inner = list(spec.argv)
-        if spec.cpus:
-            inner = ["taskset", "-c", ",".join(map(str, spec.cpus)), *inner]
-        if self._uid is not None and info.setpriv:
-            inner = [
-                info.setpriv,
-                f"--reuid={self._uid.uid}",
-                f"--regid={self._uid.uid}",
-                "--clear-groups",
-                "--inh-caps=-all",
-                "--",
-                *inner,
-            ]
-        if self.level == "sandbox":
-            inner = self._bwrap(env) + ["--", *inner]
-        if info.prlimit:
-            inner = [
-                info.prlimit,
-                f"--nproc={spec.max_processes}",
-                f"--fsize={spec.max_file_bytes}",
-                "--core=0",
-                "--",
-                *inner,
-            ]
-        if self.cgroup is not None:
-            inner = ["/bin/sh", "-c", _JOIN, "stark-join", *self.cgroup.procs_files, "--", *inner]
-        return inner
-
-    def _bwrap(self, env: dict[str, str]) -> list[str]:
-        argv = [
-            self.info.bwrap or "bwrap",
-            "--die-with-parent",
-            "--new-session",
-            "--unshare-pid",
-            "--unshare-net",
-            "--unshare-ipc",
-            "--unshare-uts",
-            "--unshare-cgroup-try",
-        ]
-        if not self.info.root:
-            argv += ["--unshare-user", "--disable-userns"]
-        argv += bwrap_args(self.layout())
-        argv += ["--chdir", SCRATCH_INSIDE, "--clearenv"]
-        for key, value in env.items():
-            argv += ["--setenv", key, value]
-        return argv
 
     def layout(self) -> list[MountStep]:
         """The sandbox's mount steps (``layout.py``), for whichever launcher performs them."""
@@ -456,9 +226,6 @@ class Jail:
             spec.visible,
             spec.scratch_bytes,
         )
-
-    def _find_child(self) -> int | None:
-        return self.proc.pid if self.proc is not None else None
 
     # -- life ----------------------------------------------------------------------------------------
     def poll(self) -> int | None:
@@ -544,14 +311,14 @@ class Jail:
             return True
         self._frozen_pids = [p for p in self.pids() if self.proc is None or p != self.proc.pid]
         for pid in self._frozen_pids:
-            _signal(pid, signal.SIGSTOP)
+            signal_quietly(pid, signal.SIGSTOP)
         return True
 
     def thaw(self) -> None:
         if self.cgroup is not None and self.cgroup.freeze(False):
             return
         for pid in self._frozen_pids:
-            _signal(pid, signal.SIGCONT)
+            signal_quietly(pid, signal.SIGCONT)
         self._frozen_pids = []
 
     def kill_all(self) -> None:
@@ -560,7 +327,7 @@ class Jail:
             self.cgroup.kill()
         if self.proc is not None:
             for pid in [self.proc.pid, *descendants(self.proc.pid)]:
-                _signal(pid, signal.SIGKILL)
+                signal_quietly(pid, signal.SIGKILL)
             try:
                 os.killpg(self.proc.pid, signal.SIGKILL)
             except (ProcessLookupError, PermissionError):
@@ -592,16 +359,7 @@ class Jail:
         self.close()
 
 
-def inside_path(level: str, mount: Mount) -> str:
-    """Where a mount appears to the jailed process: its destination only inside a mount namespace."""
-    return mount.dest if level == "sandbox" else mount.src
-
-
 # ---- helpers -----------------------------------------------------------------------------------------
-
-# Joins every group named before ``--`` (a v2 group, and a v1 memory group on hybrid machines), then
-# runs the rest: the jail's first process is in all of them before any of its code runs.
-_JOIN = 'while [ "$1" != -- ]; do echo $$ > "$1" || exit 126; shift; done; shift; exec "$@"'
 
 
 def default_memory_cap() -> int:
@@ -625,91 +383,3 @@ def die_with_parent() -> None:
         pass
 
 
-def _signal(pid: int, sig: signal.Signals) -> None:
-    try:
-        os.kill(pid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass
-
-
-def _host_env() -> dict[str, str]:
-    """bubblewrap itself gets a minimal environment; the jailed process gets ``--setenv`` values only."""
-    return {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}
-
-
-def _insert_after(argv: list[str], marker: str, extra: list[str]) -> list[str]:
-    i = argv.index(marker)
-    return argv[: i + 1] + extra + argv[i + 1 :]
-
-
-def _read_child_pid(fd: int, proc: subprocess.Popen[bytes], timeout: float = 10.0) -> int | None:
-    """bubblewrap writes ``{"child-pid": N}`` once the sandbox exists."""
-    import select
-
-    data = b""
-    deadline = time.monotonic() + timeout
-    try:
-        while time.monotonic() < deadline:
-            ready, _, _ = select.select([fd], [], [], 0.05)
-            if ready:
-                chunk = os.read(fd, 4096)
-                if not chunk:
-                    break
-                data += chunk
-                if b"}" in data:
-                    break
-            elif proc.poll() is not None:
-                break
-    finally:
-        os.close(fd)
-    try:
-        return int(json.loads(data.decode())["child-pid"])
-    except (ValueError, KeyError, TypeError):
-        return None
-
-
-def reclaim_tree(path: Path) -> None:
-    """Take files a jail wrote (as a sandbox uid) back to us before they enter a cache, so the
-    uid that made them cannot change them later."""
-    if os.geteuid() != 0 or not path.exists():
-        return
-    for root, dirs, files in os.walk(path):
-        for name in [root, *(os.path.join(root, d) for d in dirs), *(os.path.join(root, f) for f in files)]:
-            try:
-                os.lchown(name, 0, 0)
-            except OSError:
-                pass
-
-
-def unreadable_root(root: str, level: str, hidden: list[str]) -> str | None:
-    """The folder that keeps a candidate's uid (root only: levels sandbox and uid run it as another
-    user) from importing under ``root``, or None. Inside the sandbox, folders from a hidden
-    directory (or the scratch, /tmp) down to ``root`` are recreated world-traversable, so only
-    those above count."""
-    real = os.path.realpath(root)
-    replaced = [*existing_dirs([*ALWAYS_HIDDEN, os.path.expanduser("~"), *hidden]), SCRATCH_INSIDE]
-    covered = [h for h in replaced if real == h or real.startswith(h + "/")] if level == "sandbox" else []
-    path = real
-    while True:
-        synthetic = path != real and any(path == h or path.startswith(h + "/") for h in covered)
-        need = stat.S_IXOTH | (stat.S_IROTH if path == real else 0)
-        if not synthetic:
-            try:
-                mode = os.stat(path).st_mode
-            except OSError:
-                return path
-            if mode & need != need:
-                return path
-        if path == "/":
-            return None
-        path = os.path.dirname(path)
-
-
-def chown_tree(path: str, uid: int) -> None:
-    """Give ``path`` and everything under it to ``uid`` (what cannot be changed is left)."""
-    for root, dirs, files in os.walk(path):
-        for name in [root, *(os.path.join(root, d) for d in dirs), *(os.path.join(root, f) for f in files)]:
-            try:
-                os.lchown(name, uid, uid)
-            except OSError:
-                pass

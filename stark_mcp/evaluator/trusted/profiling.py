@@ -30,9 +30,9 @@ from stark_mcp.evaluator.common.frames import FrameError
 from stark_mcp.evaluator.common.profile_parse import METRICS, ProfileParseError, parse_ncu_raw
 from stark_mcp.evaluator.common.runner_wire import ProfilingSetup
 from stark_mcp.evaluator.common.wire import WorkerSettings
+from stark_mcp.evaluator.trusted.candidate_frames import candidate_setup, load_budget, reported_kernels
 from stark_mcp.evaluator.trusted.driver import Driver
 from stark_mcp.evaluator.trusted.runners import RunnerDied, RunnerTimeout
-from stark_mcp.evaluator.trusted.session import candidate_setup, load_budget, reported_kernels
 
 NVTX_RANGE = "stark_profile"
 LOG_LIMIT = 4 << 20  # bytes of a tool's report read back
