@@ -7,55 +7,29 @@ from __future__ import annotations
 
 from typing import Any, TypedDict
 
+from stark_mcp.evaluator.common.runner_wire import ProfilingSetup, RunnerSetup
 from stark_mcp.evaluator.common.wire import WorkerSettings
 from stark_mcp.evaluator.trusted.driver import Driver, Made
 from stark_mcp.evaluator.trusted.problem import LoadedProblem
 
 
-class StagedJob(TypedDict):
-    """Where a started runner sees a candidate's files, as the worker staged them (``stage``)."""
+class Staged(TypedDict):
+    """Where a staged runner sees its files (``SpareRunners.stage``), for its setup frame."""
 
-    job: str  # the job directory as the runner sees it (candidate.py, init.pt)
-    slots: int  # input slots the driver rotates through
-    deferred: bool  # the build finishes in the runner: its budget is added to the load's
-    env: dict[str, str]
-    sys_path: list[str]
-
-
-class RunnerProfiling(TypedDict):
-    """Set when an outside tool (Nsight Compute) wraps the runner."""
-
-    nvtx: str  # the NVTX range the runner's profiled calls run in
-
-
-class RunnerTiming(TypedDict):
-    sleep_cycles: int
-    spin_s: float
-
-
-class CandidateSetup(TypedDict):
-    """The setup frame of a candidate's runner (``untrusted/runner.py`` reads it)."""
-
-    mode: str  # candidate (or reference, for a profile of the problem's own model)
-    device: str
-    module_path: str
-    init_path: str
-    shapes: list[dict[str, Any]]  # Driver.shapes_setup(): each shape's slots and layout
-    timing: RunnerTiming
-    threads: int
-    poison: bool
-    env: dict[str, str]
-    sys_path: list[str]
-    profiling: RunnerProfiling | None
+    job: str  # the folder with candidate.py (or problem.py) and init.pt
+    slots: int  # rotating input slots of its driver
+    deferred: bool  # its build finishes in the runner (the load's budget grows by the build's)
+    env: dict[str, str]  # where the runner's builds and caches go
+    sys_path: list[str]  # the problem's import roots
 
 
 def candidate_setup(
     problem: LoadedProblem,
     driver: Driver,
-    job: StagedJob,
+    job: Staged,
     s: WorkerSettings,
-    profiling: RunnerProfiling | None = None,
-) -> CandidateSetup:
+    profiling: ProfilingSetup | None = None,
+) -> RunnerSetup:
     """The setup frame of a candidate's runner; ``profiling`` when an outside tool wraps it."""
     return {
         "mode": "candidate",
@@ -72,7 +46,7 @@ def candidate_setup(
     }
 
 
-def load_budget(s: WorkerSettings, job: StagedJob) -> float:
+def load_budget(s: WorkerSettings, job: Staged) -> float:
     return s.load_timeout_s + (s.build_timeout_s if job.get("deferred") else 0.0)
 
 

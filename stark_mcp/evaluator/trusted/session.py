@@ -30,7 +30,7 @@ from typing import Any
 from stark_mcp.evaluator.common import frames
 from stark_mcp.evaluator.common.wire import WorkerSettings
 from stark_mcp.evaluator.trusted import compare
-from stark_mcp.evaluator.trusted.candidate_frames import StagedJob, candidate_setup, load_budget
+from stark_mcp.evaluator.trusted.candidate_frames import Staged, candidate_setup, load_budget
 from stark_mcp.evaluator.trusted.cpu_window import CpuWindow
 from stark_mcp.evaluator.trusted.driver import DeviceTools, Driver, give_back_cached
 from stark_mcp.evaluator.trusted.problem import LoadedProblem
@@ -79,7 +79,7 @@ class Session(ShapeTiming):
         self.window = CpuWindow()  # CPU: the candidate jail's whole CPU time between two freezes
         self.hidden_shapes: set[int] = set()  # shapes whose calls did work the jail's live clocks missed
 
-    def run(self, runner: RunnerHandle, job: StagedJob) -> SessionResult:
+    def run(self, runner: RunnerHandle, job: Staged) -> SessionResult:
         """Evaluate with ``runner`` (started, waiting for its setup); ``job`` says where its files are."""
         result: SessionResult
         try:
@@ -148,7 +148,7 @@ class Session(ShapeTiming):
         return self.baseline.input_seconds + (self.driver.input_seconds if self.driver is not None else 0.0)
 
     # -- load ----------------------------------------------------------------------------------------
-    def _load(self, runner: RunnerHandle, job: StagedJob) -> None:
+    def _load(self, runner: RunnerHandle, job: Staged) -> None:
         self.emit("load")
         started = time.monotonic()
         self.tools.calibrate()  # the idle probe, measured now: clocks and load as they are for this run

@@ -14,6 +14,7 @@ from typing import Any, TypedDict
 
 import torch
 
+from stark_mcp.evaluator.common import wire
 from stark_mcp.evaluator.common.control import ControlError
 from stark_mcp.evaluator.common.wire import WorkerSettings
 from stark_mcp.evaluator.trusted import compare
@@ -72,29 +73,15 @@ class Verdict(TypedDict):
     message: str
 
 
-class ShapeFigure(TypedDict):
-    """One shape's timing as the parent reads it (``assemble.py``), and every call's raw numbers."""
-
-    label: str
-    samples_ms: list[float]
-    baseline_ms: list[float]
-    reported_ms: float | None
-    external_ms: float | None
-    overhead_ms: float | None
-    source: str  # reported (within the bound) or external (the bound replaced it)
-    # every call's pair of numbers, for tools/ that study the bound (the parent ignores them)
-    raw: dict[str, list[list[float]]]
-
-
 class SessionResult(Verdict, total=False):
     """What ``Session.run`` returns: the verdict and the fields of ``wire.Result`` beside it."""
 
-    shapes: list[ShapeFigure]
+    shapes: list[wire.ShapeTiming]
     logs: dict[str, str]
     kernels: list[list[Any]] | None  # [name, us] as the candidate's own profiler said (information)
     # free-form: each launch as the candidate's own profiler said it, bounded but not read here
     launches: list[dict[str, Any]] | None
-    correctness: dict[str, Any] | None  # compare.summarize of the checked calls (its record)
+    correctness: wire.CorrectnessSummary | None  # compare.summarize of the checked calls
     findings: list[str]
     flags: list[str]
     phase_seconds: dict[str, float]

@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import time
 
+from stark_mcp.evaluator.common import wire
 from stark_mcp.evaluator.common.control import ControlError
 from stark_mcp.evaluator.trusted import timing
 from stark_mcp.evaluator.trusted.candidate_frames import jit_count, reported_kernels
 from stark_mcp.evaluator.trusted.cpu_window import CpuWindow
 from stark_mcp.evaluator.trusted.runners import RunnerDied, RunnerTimeout
 from stark_mcp.evaluator.trusted.session_judging import CallJudging
-from stark_mcp.evaluator.trusted.session_state import Budget, DeviceBusy, InfraError, ShapeFigure, Stop
+from stark_mcp.evaluator.trusted.session_state import Budget, DeviceBusy, InfraError, Stop
 
 JIT_WARMUP_CALLS = 20  # extra warm-up calls at most while a shape's calls still compile or autotune
 
@@ -23,7 +24,7 @@ JIT_WARMUP_CALLS = 20  # extra warm-up calls at most while a shape's calls still
 class ShapeTiming(CallJudging):
     """The timing phase: every shape timed beside the baseline, then the candidate's own profile."""
 
-    def _timing(self) -> list[ShapeFigure]:
+    def _timing(self) -> list[wire.ShapeTiming]:
         budget = Budget("timing", self.s.timing_timeout_s)
         repeats = [s.label or "inputs" for s in self.problem.shapes if s.inputs_repeat]
         if repeats:
@@ -51,7 +52,7 @@ class ShapeTiming(CallJudging):
     def _checked(self, forced: set[int], index: int) -> bool:
         return index in forced or self.rng.random() < self.s.check_rate
 
-    def _time_shape(self, shape: int, budget: Budget) -> ShapeFigure:
+    def _time_shape(self, shape: int, budget: Budget) -> wire.ShapeTiming:
         assert self.driver is not None
         s = self.s
         cand, base = timing.Samples(), timing.Samples()
@@ -175,7 +176,7 @@ class ShapeTiming(CallJudging):
             if runner.alive():
                 runner.thaw()
 
-    def _figure(self, shape: int, cand: timing.Samples, base: timing.Samples) -> ShapeFigure:
+    def _figure(self, shape: int, cand: timing.Samples, base: timing.Samples) -> wire.ShapeTiming:
         s = self.s
         fig = timing.bounded(
             cand,

@@ -7,13 +7,13 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
-from typing import TypedDict
 
 from stark_mcp.evaluator.common import wire
 from stark_mcp.evaluator.common.wire import WorkerSettings
 from stark_mcp.evaluator.sandbox.host_layout import spare_cores
 from stark_mcp.evaluator.sandbox.launch import Mount, chown_tree, inside_path
 from stark_mcp.evaluator.trusted import profiling
+from stark_mcp.evaluator.trusted.candidate_frames import Staged
 from stark_mcp.evaluator.trusted.runners import RunnerHandle
 from stark_mcp.evaluator.trusted.worker_state import (
     ProblemState,
@@ -30,16 +30,6 @@ SPARES = 1  # candidate runners kept started ahead of time
 # only pay for a runner nobody takes (one bubblewrap starts imports torch: 1.2-3 CPU-s on a 2-core
 # machine; a forked one, sandbox/zygote.py, costs about 0.1 s).
 SPARE_IDLE_S = 5.0
-
-
-class Staged(TypedDict):
-    """Where a staged runner sees its files (``SpareRunners.stage``), for its setup frame."""
-
-    job: str  # the folder with candidate.py (or problem.py) and init.pt
-    slots: int  # rotating input slots of its driver
-    deferred: bool  # its build finishes in the runner (the load's budget grows by the build's)
-    env: dict[str, str]  # where the runner's builds and caches go
-    sys_path: list[str]  # the problem's import roots
 
 
 class SpareRunners(WorkerBase):
