@@ -11,13 +11,13 @@ from __future__ import annotations
 from typing import Any
 
 _EXPORTS = {
-    "Candidate": "stark_mcp.evaluator.candidate",
-    "Evaluator": "stark_mcp.evaluator.service",
+    "Candidate": "stark_mcp.evaluator.host.candidate",
+    "Evaluator": "stark_mcp.evaluator.host.service",
     "EvaluatorError": "stark_mcp.evaluator.errors",
-    "EvalSettings": "stark_mcp.evaluator.settings",
-    "BASELINE_NAMES": "stark_mcp.evaluator.settings",
-    "StaticResult": "stark_mcp.evaluator.static_checks",
-    "check_candidate": "stark_mcp.evaluator.static_checks",
+    "EvalSettings": "stark_mcp.evaluator.host.settings",
+    "BASELINE_NAMES": "stark_mcp.evaluator.host.settings",
+    "StaticResult": "stark_mcp.evaluator.host.static_checks",
+    "check_candidate": "stark_mcp.evaluator.host.static_checks",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -13,17 +13,17 @@ from pathlib import Path
 from typing import Any
 
 from stark_mcp.device import Device
-from stark_mcp.evaluator import assemble
-from stark_mcp.evaluator.cache import BaselineCache
 from stark_mcp.evaluator.common import wire
-from stark_mcp.evaluator.dependencies import stack_tag
 from stark_mcp.evaluator.errors import EvaluatorError
-from stark_mcp.evaluator.integrity import Integrity
-from stark_mcp.evaluator.parent_devices import ParentDevices, raise_problem_error
-from stark_mcp.evaluator.probe import DeviceInfo
+from stark_mcp.evaluator.host import worker_results
+from stark_mcp.evaluator.host.device_probe import DeviceInfo
+from stark_mcp.evaluator.host.devices import ParentDevices, raise_problem_error
+from stark_mcp.evaluator.host.integrity import Integrity
+from stark_mcp.evaluator.host.settings import BASELINE_NAMES, EvalSettings
+from stark_mcp.evaluator.host.signed_caches import BaselineCache
+from stark_mcp.evaluator.host.timing_stats import timing_stats
+from stark_mcp.evaluator.host.verdict_dependencies import stack_tag
 from stark_mcp.evaluator.sandbox.launch import unreadable_root
-from stark_mcp.evaluator.settings import BASELINE_NAMES, EvalSettings
-from stark_mcp.evaluator.stats import timing_stats
 from stark_mcp.problems import Problem, ProblemError
 from stark_mcp.progress import Progress
 from stark_mcp.records import TimingStats
@@ -86,7 +86,7 @@ class ParentBaselines:
         progress: Progress | None = None,
     ) -> dict[str, TimingStats]:
         per_shape = await self.baseline_shapes(problem, device, which, progress)
-        return {n: assemble.aggregate(list(per.values())) for n, per in per_shape.items()}
+        return {n: worker_results.aggregate(list(per.values())) for n, per in per_shape.items()}
 
     async def baseline_shapes(
         self,
@@ -96,7 +96,7 @@ class ParentBaselines:
         progress: Progress | None = None,
     ) -> dict[str, dict[str, TimingStats]]:
         """Like ``baselines``, per declared shape (name -> shape label -> stats): what it takes to
-        add a baseline timed later to evaluations made before it (``assemble.with_baselines``)."""
+        add a baseline timed later to evaluations made before it (``worker_results.with_baselines``)."""
         info = await self.devices.device(device)
         entries = await self._baseline_entries(
             problem, info, which, self.settings, progress, time_missing=True
@@ -108,7 +108,7 @@ class ParentBaselines:
         problem: Problem,
         info: DeviceInfo,
         s: EvalSettings,
-        result: assemble.WorkerResult,
+        result: worker_results.WorkerResult,
         wait: bool = True,
     ) -> dict[str, dict[str, TimingStats]]:
         """Cached compile baselines, re-timed when eager then and eager now disagree; with

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from stark_mcp.evaluator.common import wire
-from stark_mcp.evaluator.probe import DeviceInfo
+from stark_mcp.evaluator.host.device_probe import DeviceInfo
 from stark_mcp.problems import Problem
 from stark_mcp.records import Evaluation, Status
 from stark_mcp.sol.calibration import CountsCache, PeaksCache, Signer

@@ -30,10 +30,10 @@ from typing import Any
 from stark_mcp.evaluator.buildkit import intercept
 from stark_mcp.evaluator.buildkit.intercept import PREBUILT_INDEX
 from stark_mcp.evaluator.common import frames
-from stark_mcp.evaluator.extensions import BadRequest, ExtensionCache, parse_request
-from stark_mcp.evaluator.integrity import Integrity, seal_directory, verified_directory
-from stark_mcp.evaluator.logs import trim_compiler_log, trim_tail
-from stark_mcp.evaluator.probe import DeviceInfo
+from stark_mcp.evaluator.host.device_probe import DeviceInfo
+from stark_mcp.evaluator.host.extension_builds import BadRequest, ExtensionCache, parse_request
+from stark_mcp.evaluator.host.integrity import Integrity, seal_directory, verified_directory
+from stark_mcp.evaluator.host.log_trimming import trim_compiler_log, trim_tail
 from stark_mcp.evaluator.sandbox import jail_dirs
 from stark_mcp.evaluator.sandbox.env import scrub_env
 from stark_mcp.evaluator.sandbox.forked import INTERPRETER, ZygoteClient, zygote_first

@@ -48,14 +48,14 @@ from stark_mcp.evaluator.buildkit.request import (
     layout,
     request_key,
 )
-from stark_mcp.evaluator.integrity import Integrity, seal_directory, verified_directory
-from stark_mcp.evaluator.logs import trim_compiler_log
+from stark_mcp.evaluator.host.integrity import Integrity, seal_directory, verified_directory
+from stark_mcp.evaluator.host.log_trimming import trim_compiler_log
 from stark_mcp.evaluator.sandbox import jail_dirs
 from stark_mcp.evaluator.sandbox.forked import INTERPRETER, ZygoteClient, run_trusted_module, zygote_first
 from stark_mcp.evaluator.sandbox.launch import Jail, JailSpec, Mount, inside_path, reclaim_tree
 from stark_mcp.evaluator.sandbox.levels import IsolationInfo
 
-COMPILE_MAIN = str(Path(__file__).resolve().parent / "buildkit" / "compile_main.py")
+COMPILE_MAIN = str(Path(__file__).resolve().parents[1] / "buildkit" / "compile_main.py")
 COMPILE_MODULE = "stark_mcp.evaluator.buildkit.compile_main"  # what a compile jail runs
 PROFILE_WAIT_S = 120.0  # how long a compile jail waits for include profiles made beside it
 PCH_TIMEOUT_S = 900.0  # a background precompiled header: bounded, though no build waits for it

@@ -16,21 +16,21 @@ from pathlib import Path
 from typing import Any
 
 from stark_mcp.device import Device
-from stark_mcp.evaluator import assemble
-from stark_mcp.evaluator.cache import ResultCache
-from stark_mcp.evaluator.candidate import Candidate
 from stark_mcp.evaluator.common import wire
-from stark_mcp.evaluator.dependencies import changes, reevaluated_message, stack_tag
 from stark_mcp.evaluator.errors import EvaluatorError
-from stark_mcp.evaluator.integrity import Integrity
-from stark_mcp.evaluator.parent_baselines import ParentBaselines
-from stark_mcp.evaluator.parent_devices import ParentDevices
-from stark_mcp.evaluator.parent_profiles import ParentProfiles
-from stark_mcp.evaluator.parent_staging import ParentStaging
-from stark_mcp.evaluator.probe import DeviceInfo
-from stark_mcp.evaluator.settings import EvalSettings
-from stark_mcp.evaluator.sol_floor import SolFloors
-from stark_mcp.evaluator.workers import WorkerCrashed
+from stark_mcp.evaluator.host import worker_results
+from stark_mcp.evaluator.host.baselines import ParentBaselines
+from stark_mcp.evaluator.host.candidate import Candidate
+from stark_mcp.evaluator.host.device_probe import DeviceInfo
+from stark_mcp.evaluator.host.devices import ParentDevices
+from stark_mcp.evaluator.host.integrity import Integrity
+from stark_mcp.evaluator.host.profile_runs import ParentProfiles
+from stark_mcp.evaluator.host.settings import EvalSettings
+from stark_mcp.evaluator.host.signed_caches import ResultCache
+from stark_mcp.evaluator.host.sol_floor import SolFloors
+from stark_mcp.evaluator.host.staging import ParentStaging
+from stark_mcp.evaluator.host.verdict_dependencies import changes, reevaluated_message, stack_tag
+from stark_mcp.evaluator.host.worker_handles import WorkerCrashed
 from stark_mcp.problems import Problem, ProblemError
 from stark_mcp.progress import Progress
 from stark_mcp.records import Dependencies, Evaluation, Status, TimingStats
@@ -244,7 +244,7 @@ class ParentEvaluation:
         answer = await self.devices.command(
             info, problem, s, frame, {wire.Result}, budget, on_progress, timings
         )
-        result = assemble.parse(answer.to_frame())
+        result = worker_results.parse(answer.to_frame())
         device_phases = dict(result.phase_seconds)
         # the worker's own start-up of this evaluation (a spare runner, the files it needs)
         worker_setup = device_phases.pop("worker_setup", 0.0)
@@ -268,7 +268,9 @@ class ParentEvaluation:
             t1 = time.monotonic()
             extra = await self.baselines.compile_baselines(problem, info, s, result, wait_for_baselines)
             result.phase_seconds["baselines"] = round(time.monotonic() - t1, 3)
-        evaluation = assemble.evaluation(result, info.kind, extra, base, candidate, s.min_own_kernel_share)
+        evaluation = worker_results.evaluation(
+            result, info.kind, extra, base, candidate, s.min_own_kernel_share
+        )
         if evaluation.passed:  # the floor check may reject an impossible time (docs/sol.md)
             evaluation = await self._sol_judge(problem, info, s, evaluation)
         flags = list(evaluation.flags)

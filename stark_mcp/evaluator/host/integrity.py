@@ -16,7 +16,7 @@ import secrets
 from pathlib import Path
 from typing import Any
 
-from stark_mcp.evaluator.atomic_files import write_json_atomic
+from stark_mcp.evaluator.host.atomic_files import write_json_atomic
 
 
 class Integrity:

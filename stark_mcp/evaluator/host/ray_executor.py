@@ -26,12 +26,12 @@ from pydantic import TypeAdapter, ValidationError
 from stark_mcp.config import default_toolchain_dir
 from stark_mcp.device import Device
 from stark_mcp.errors import StarkError
-from stark_mcp.evaluator.candidate import Candidate
 from stark_mcp.evaluator.common.outside_tools import ToolPaths
 from stark_mcp.evaluator.errors import EvaluatorError
-from stark_mcp.evaluator.pool import Slot, SlotPool
+from stark_mcp.evaluator.host.candidate import Candidate
+from stark_mcp.evaluator.host.settings import EvalSettings
+from stark_mcp.evaluator.host.slot_pool import Slot, SlotPool
 from stark_mcp.evaluator.sandbox.levels import IsolationInfo, SandboxPolicy
-from stark_mcp.evaluator.settings import EvalSettings
 from stark_mcp.problems import Problem, ProblemError, source_hash
 from stark_mcp.progress import Progress
 from stark_mcp.records import Evaluation, ProfileReport, TimingStats
@@ -78,7 +78,7 @@ class EvaluationActor:
         tools: str,
         toolchain_dir: str,
     ) -> None:
-        from stark_mcp.evaluator.service import Evaluator
+        from stark_mcp.evaluator.host.service import Evaluator
 
         self.device = device
         self.evaluator = Evaluator(
@@ -187,10 +187,10 @@ def build_on_node(
     """A Ray CPU task: build ``source`` into this node's build cache, where its actors look for it.
     Its builder is started by bubblewrap: Ray keeps a task's process for later tasks, and a zygote
     started here would outlive the task."""
-    from stark_mcp.evaluator.builds import BuildCache
-    from stark_mcp.evaluator.extensions import ExtensionCache
-    from stark_mcp.evaluator.integrity import Integrity
-    from stark_mcp.evaluator.probe import DeviceInfo
+    from stark_mcp.evaluator.host.candidate_builds import BuildCache
+    from stark_mcp.evaluator.host.device_probe import DeviceInfo
+    from stark_mcp.evaluator.host.extension_builds import ExtensionCache
+    from stark_mcp.evaluator.host.integrity import Integrity
     from stark_mcp.evaluator.sandbox.levels import detect
 
     root = Path(cache_dir)

@@ -11,8 +11,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from stark_mcp.evaluator.candidate import Candidate
 from stark_mcp.evaluator.common.profile_parse import ProfileParseError, kernels_from_ncu, kernels_from_torch
+from stark_mcp.evaluator.host.candidate import Candidate
 from stark_mcp.records import ProfileReport
 
 NO_COUNTERS = "the torch profiler's kernel list (names, device times, launch shapes); no hardware counters"

@@ -12,10 +12,10 @@ from typing import Any
 
 from pydantic import BaseModel, Field, ValidationError
 
-from stark_mcp.evaluator.candidate import Candidate
 from stark_mcp.evaluator.errors import EvaluatorError
-from stark_mcp.evaluator.kernels import kernel_share
-from stark_mcp.evaluator.stats import timing_stats
+from stark_mcp.evaluator.host.candidate import Candidate
+from stark_mcp.evaluator.host.own_kernels import kernel_share
+from stark_mcp.evaluator.host.timing_stats import timing_stats
 from stark_mcp.records import CorrectnessReport, Evaluation, ShapeResult, Status, TimingStats, TrustReport
 
 

@@ -2,7 +2,7 @@
 
 Every entry carries an HMAC (``integrity.py``) and is ignored when it does not verify. Entries are
 keyed by content (problem hash, source hash, device, settings, isolation level, and the digest of
-everything else the verdict depends on: ``dependencies.py``), written atomically,
+everything else the verdict depends on: ``verdict_dependencies.py``), written atomically,
 and never reused when evaluations run at the ``process`` isolation level, where a candidate runs as
 this user and could have written them.
 """
@@ -14,8 +14,8 @@ import re
 from pathlib import Path
 from typing import Any
 
-from stark_mcp.evaluator.atomic_files import write_json_atomic
-from stark_mcp.evaluator.integrity import Integrity
+from stark_mcp.evaluator.host.atomic_files import write_json_atomic
+from stark_mcp.evaluator.host.integrity import Integrity
 from stark_mcp.records import Evaluation, Status
 
 UNCACHED_STATUSES = {Status.TIMEOUT}  # may come from a loaded machine: worth trying again

@@ -12,16 +12,16 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from stark_mcp.device import Device
-from stark_mcp.evaluator import assemble, profiles
-from stark_mcp.evaluator.candidate import Candidate
 from stark_mcp.evaluator.common import wire
 from stark_mcp.evaluator.common.outside_tools import ToolPaths
 from stark_mcp.evaluator.errors import EvaluatorError
-from stark_mcp.evaluator.parent_devices import ParentDevices
-from stark_mcp.evaluator.parent_staging import ParentStaging
-from stark_mcp.evaluator.probe import DeviceInfo
-from stark_mcp.evaluator.sanitizer_report import first_report, is_memory_error
-from stark_mcp.evaluator.settings import EvalSettings
+from stark_mcp.evaluator.host import profile_reports, worker_results
+from stark_mcp.evaluator.host.candidate import Candidate
+from stark_mcp.evaluator.host.device_probe import DeviceInfo
+from stark_mcp.evaluator.host.devices import ParentDevices
+from stark_mcp.evaluator.host.sanitizer_report import first_report, is_memory_error
+from stark_mcp.evaluator.host.settings import EvalSettings
+from stark_mcp.evaluator.host.staging import ParentStaging
 from stark_mcp.problems import Problem
 from stark_mcp.progress import Progress
 from stark_mcp.records import Evaluation, ProfileReport, Status
@@ -46,7 +46,7 @@ class ParentProfiles:
         s: EvalSettings,
         note: Callable[[str], Awaitable[None]],
         job: wire.Job | None,
-        result: assemble.WorkerResult,
+        result: worker_results.WorkerResult,
         evaluation: Evaluation,
     ) -> dict[str, Any]:
         """What the profile or the sanitizer adds to a GPU evaluation (an update of its fields)."""
@@ -88,8 +88,8 @@ class ParentProfiles:
         hellos = [slot.handle.hello for slot in self.devices.pool(info).live if slot.handle.hello]
         tools = (hellos[0].tools if hellos else None) or {}
         if listed is not None and not tools.get("ncu"):
-            report = profiles.from_kernels(listed, self.tool_paths.missing("ncu"), label)
-            return profiles.mark_own(report, source)
+            report = profile_reports.from_kernels(listed, self.tool_paths.missing("ncu"), label)
+            return profile_reports.mark_own(report, source)
         frame = wire.ProfileCommand(
             key=problem.hash, settings=s.worker_settings(info.kind), fallback=listed is None, job=job
         )
@@ -99,14 +99,14 @@ class ParentProfiles:
             got = await self.devices.command(
                 info, problem, s, frame, {wire.Profile}, 2 * (s.profile_timeout_s + deferred) + 120
             )
-            answer = got.to_frame()  # profiles.from_answer reads what travels, tolerating any gap
+            answer = got.to_frame()  # profile_reports.from_answer reads what travels, tolerating any gap
         except EvaluatorError as exc:
             answer = {"source": "none", "reason": f"the profiling worker failed: {exc}", "shape": label}
         seconds = time.monotonic() - started
-        report = profiles.from_answer(answer, source, s.profile_max_kernels, seconds)
+        report = profile_reports.from_answer(answer, source, s.profile_max_kernels, seconds)
         if report.source == "none" and listed is not None:
-            fallback = profiles.from_kernels(listed, report.reason, report.shape or label, seconds)
-            report = profiles.mark_own(fallback, source)
+            fallback = profile_reports.from_kernels(listed, report.reason, report.shape or label, seconds)
+            report = profile_reports.mark_own(fallback, source)
         return report
 
     async def _sanitize_job(
@@ -149,7 +149,7 @@ class ParentProfiles:
         s = settings or self.settings
         info = await self.devices.device(device)
         if info.kind != "cuda":
-            return profiles.unavailable(f"profiling needs a GPU; this device is the {info.kind}")
+            return profile_reports.unavailable(f"profiling needs a GPU; this device is the {info.kind}")
         started = time.monotonic()
 
         async def note(message: str) -> None:
@@ -161,12 +161,12 @@ class ParentProfiles:
             source = Candidate.of(source)
             static = source.static
             if static.status is not None:
-                return profiles.unavailable(f"the candidate cannot be profiled: {static.message}")
+                return profile_reports.unavailable(f"the candidate cannot be profiled: {static.message}")
             staged = await self.staging.stage(
                 source.source, source.hash, info, s, static.needs_build, note, {}
             )
             if staged.failure is not None:
-                return profiles.unavailable(
+                return profile_reports.unavailable(
                     f"the candidate does not build: {staged.failure.message[:1500]}",
                     time.monotonic() - started,
                 )
