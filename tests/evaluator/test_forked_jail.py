@@ -506,7 +506,8 @@ def test_a_compile_jail_the_zygote_half_built_is_started_afresh_on_an_empty_fold
 ) -> None:
     import asyncio
 
-    from stark_mcp.evaluator.host.extension_builds import COMPILE_MODULE, ExtensionCache
+    from stark_mcp.evaluator.host.build_toolchain import COMPILE_MODULE
+    from stark_mcp.evaluator.host.extension_builds import ExtensionCache
     from stark_mcp.evaluator.host.integrity import Integrity
 
     out, job = tmp_path / "out", tmp_path / "job"

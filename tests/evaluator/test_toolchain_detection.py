@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from stark_mcp.evaluator.host import extension_builds
+from stark_mcp.evaluator.host import build_toolchain, extension_builds
 from stark_mcp.evaluator.host.integrity import Integrity
 from stark_mcp.evaluator.sandbox.env import scrub_env
 
@@ -16,15 +16,15 @@ from stark_mcp.evaluator.sandbox.env import scrub_env
 def test_extension_caches_on_other_folders_share_this_processs_detection(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(extension_builds, "_DETECTED", {})
+    monkeypatch.setattr(build_toolchain, "_DETECTED", {})
     started: list[dict[str, str]] = []
-    real = extension_builds._run_detection
+    real = build_toolchain.run_detection
 
     async def counted(env: dict[str, str], fork: bool):
         started.append(env)
         return await real(env, fork)  # a real child that imports torch and asks the compilers
 
-    monkeypatch.setattr(extension_builds, "_run_detection", counted)
+    monkeypatch.setattr(build_toolchain, "run_detection", counted)
 
     def cache(name: str) -> extension_builds.ExtensionCache:
         root = tmp_path / name
@@ -49,18 +49,18 @@ def test_a_detection_forked_from_the_zygote_answers_as_a_fresh_interpreter(
     """The zygote has torch imported already: its child detects in a fraction of the time a fresh
     interpreter takes, and must find the same toolchain (the build cache's keys hang on it)."""
     forked: list[int] = []
-    real = extension_builds.run_trusted_module
+    real = build_toolchain.run_trusted_module
 
     async def counted(*args, **kwargs):
         done = await real(*args, **kwargs)
         forked.append(done is not None and done[0])
         return done
 
-    monkeypatch.setattr(extension_builds, "run_trusted_module", counted)
+    monkeypatch.setattr(build_toolchain, "run_trusted_module", counted)
     env = scrub_env({"PATH": "/usr/bin:/bin"}, {"CUDA_VISIBLE_DEVICES": "", "CXX": "c++"})
 
     async def both() -> tuple[object, object]:
-        detect = extension_builds._run_detection
+        detect = build_toolchain.run_detection
         return await detect(env, True), await detect(env, False)
 
     from_zygote, fresh = asyncio.run(both())
