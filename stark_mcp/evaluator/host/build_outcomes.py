@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from stark_mcp.evaluator.host.device_probe import DeviceInfo
+from stark_mcp.evaluator.host.extension_requests import ExtensionSummary
 from stark_mcp.evaluator.host.log_trimming import trim_compiler_log, trim_tail
 from stark_mcp.records import Status
 
@@ -25,7 +25,7 @@ class BuildOutcome:
     logs: dict[str, str] = field(default_factory=dict)
     seconds: float = 0.0
     cached: bool = False
-    extensions: list[dict[str, Any]] = field(default_factory=list)  # ExtensionBuild.summary() each
+    extensions: list[ExtensionSummary] = field(default_factory=list)
 
 
 def builder_verdict(

@@ -25,7 +25,6 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from stark_mcp.evaluator.buildkit import intercept
 from stark_mcp.evaluator.buildkit.intercept import PREBUILT_INDEX
@@ -39,7 +38,7 @@ from stark_mcp.evaluator.host.build_outcomes import (
 )
 from stark_mcp.evaluator.host.device_probe import DeviceInfo
 from stark_mcp.evaluator.host.extension_builds import ExtensionCache
-from stark_mcp.evaluator.host.extension_requests import BadRequest, parse_request
+from stark_mcp.evaluator.host.extension_requests import BadRequest, ExtensionSummary, parse_request
 from stark_mcp.evaluator.host.integrity import Integrity, seal_directory, verified_directory
 from stark_mcp.evaluator.host.log_trimming import trim_compiler_log, trim_tail
 from stark_mcp.evaluator.sandbox import jail_dirs
@@ -61,6 +60,15 @@ DEFERRED = ".deferred"  # imports touch CUDA: only the device's runner can build
 BUILDER_MODULE = "stark_mcp.evaluator.untrusted.builder"
 LOG_LIMIT = 64 << 20
 MAX_REQUESTS = 16  # load_inline calls one candidate may make
+
+
+@dataclass(frozen=True)
+class SealedBuild:
+    """A build folder's signed manifest: ``state`` is ``built`` or ``deferred`` (to the device's
+    runner); ``extensions`` the summaries of its extension builds, as they were sealed."""
+
+    state: str
+    extensions: list[ExtensionSummary]
 
 
 @dataclass
@@ -108,14 +116,15 @@ class BuildCache:
     def directory(self, source_hash: str) -> Path:
         return self.root / source_hash
 
-    def verified(self, source_hash: str) -> dict[str, Any] | None:
-        """The signed data (``state``: built or deferred, ``extensions``) when the manifest matches."""
+    def verified(self, source_hash: str) -> SealedBuild | None:
+        """What the signed manifest says of the build, when it matches."""
         data = verified_directory(self.directory(source_hash), self.integrity)
         if data is None or data.get("source_hash") != source_hash:
             return None
-        return data
+        extensions = data.get("extensions")
+        return SealedBuild(str(data.get("state")), extensions if isinstance(extensions, list) else [])
 
-    def _seal(self, source_hash: str, state: str, extensions: list[dict[str, Any]]) -> None:
+    def _seal(self, source_hash: str, state: str, extensions: list[ExtensionSummary]) -> None:
         seal_directory(
             self.directory(source_hash),
             self.integrity,
@@ -132,13 +141,9 @@ class BuildCache:
         self, source: str, source_hash: str, info: DeviceInfo, timeout: float, isolation: IsolationInfo
     ) -> BuildOutcome:
         sealed = self.verified(source_hash)
-        if sealed is not None and sealed.get("state") in ("built", "deferred"):
-            extensions = sealed.get("extensions")
+        if sealed is not None and sealed.state in ("built", "deferred"):
             return BuildOutcome(
-                ok=True,
-                deferred=sealed["state"] == "deferred",
-                cached=True,
-                extensions=extensions if isinstance(extensions, list) else [],
+                ok=True, deferred=sealed.state == "deferred", cached=True, extensions=sealed.extensions
             )
         self.root.mkdir(parents=True, exist_ok=True)
         final = self.directory(source_hash)
@@ -260,7 +265,7 @@ class BuildCache:
         self.extensions.toolchain(compile_env)  # detected while the builder imports the candidate
         deadline = time.monotonic() + timeout
         index: dict[str, str] = {}
-        extensions: list[dict[str, Any]] = []
+        extensions: list[ExtensionSummary] = []
         failed_log = ""
         frame: dict[str, object] | None = None
         try:

@@ -17,6 +17,7 @@ import json
 import os
 import shutil
 import tempfile
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -182,7 +183,7 @@ class ParentDevices:
         frame: wire.Command,
         expect: set[type[wire.Answer]],
         timeout: float,
-        progress: Any = None,
+        progress: Callable[[wire.Progress], Awaitable[None]] | None = None,
         timings: dict[str, float] | None = None,
     ) -> wire.Answer:
         """One worker command on a free worker of the pool, retried on another if its worker crashed."""

@@ -388,7 +388,7 @@ async def _start_logged(
         os.close(fd)
 
 
-def _read_json(path: Path) -> dict[str, Any]:
+def _read_json(path: Path) -> dict[str, Any]:  # free-form: a report a compile jail wrote
     try:
         data = json.loads(_read_text(path, 4 << 20, whole=True))
     except ValueError:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from stark_mcp.evaluator.buildkit.request import ExtensionRequest, check_limits
 
@@ -21,7 +21,7 @@ class BadRequest(ValueError):
     """A build request no honest ``load_inline`` call produces."""
 
 
-def parse_request(frame: dict[str, Any]) -> ExtensionRequest:
+def parse_request(frame: dict[str, Any]) -> ExtensionRequest:  # free-form: a builder's frame
     """The request inside a builder's ``build_request`` frame, or ``BadRequest`` saying why not."""
     data = frame.get("request")
     if not isinstance(data, dict):
@@ -40,6 +40,22 @@ def parse_request(frame: dict[str, Any]) -> ExtensionRequest:
     return request
 
 
+class ExtensionSummary(TypedDict):
+    """What the build manifest and ``Evaluation.extensions`` keep of one extension build (a plain
+    dict on disk and in the record, so typed as a ``TypedDict``)."""
+
+    name: str
+    key: str
+    layout: str
+    ok: bool
+    cached: bool
+    seconds: float
+    strategy: str  # the compile's strategy, as its report named it
+    variants: list[str]  # the light variants its steps compiled
+    fallbacks: list[str]
+    primed: list[str]  # what was made in the shared toolchain directory for it
+
+
 @dataclass
 class ExtensionBuild:
     """One request resolved: ``directory`` holds ``<name>.so`` when ``ok``; ``log`` when not."""
@@ -53,19 +69,20 @@ class ExtensionBuild:
     cached: bool = False
     seconds: float = 0.0
     primed: list[str] = field(default_factory=list)
+    # free-form: build_report.json as the compile jail wrote it; summary() reads it defensively
     report: dict[str, Any] = field(default_factory=dict)
 
-    def summary(self) -> dict[str, Any]:
+    def summary(self) -> ExtensionSummary:
         steps = self.report.get("steps") if isinstance(self.report.get("steps"), list) else []
-        return {
-            "name": self.name,
-            "key": self.key,
-            "layout": self.layout,
-            "ok": self.ok,
-            "cached": self.cached,
-            "seconds": round(self.seconds, 3),
-            "strategy": str(self.report.get("strategy", ""))[:20],
-            "variants": sorted({str(s.get("variant"))[:20] for s in steps if isinstance(s, dict)}),
-            "fallbacks": [str(f)[:300] for f in (self.report.get("fallbacks") or [])[:8]],
-            "primed": self.primed,
-        }
+        return ExtensionSummary(
+            name=self.name,
+            key=self.key,
+            layout=self.layout,
+            ok=self.ok,
+            cached=self.cached,
+            seconds=round(self.seconds, 3),
+            strategy=str(self.report.get("strategy", ""))[:20],
+            variants=sorted({str(s.get("variant"))[:20] for s in steps if isinstance(s, dict)}),
+            fallbacks=[str(f)[:300] for f in (self.report.get("fallbacks") or [])[:8]],
+            primed=self.primed,
+        )

@@ -23,7 +23,10 @@ def unavailable(reason: str, seconds: float = 0.0, shape: str = "") -> ProfileRe
 
 
 def from_answer(
-    answer: dict[str, Any], source: str | Candidate | None, launch_limit: int, seconds: float
+    answer: dict[str, Any],  # free-form: the answer's frame, read tolerating any gap
+    source: str | Candidate | None,
+    launch_limit: int,
+    seconds: float,
 ) -> ProfileReport:
     """The worker's ``profile`` answer: Nsight Compute's report, the torch profiler's list, or why
     there is neither. ``source`` (the candidate's code; None for the reference) marks own kernels."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 
 from stark_mcp.device import Device
@@ -25,6 +26,17 @@ from stark_mcp.evaluator.host.staging import ParentStaging
 from stark_mcp.problems import Problem
 from stark_mcp.progress import Progress
 from stark_mcp.records import Evaluation, ProfileReport, Status
+
+
+@dataclass(frozen=True)
+class AfterVerdict:
+    """What a GPU evaluation gains after its verdict: Nsight Compute's profile of a candidate that
+    passed, or compute-sanitizer's first report (a log) on one that failed on memory; and the
+    phases' times with the step it took. None: left as the evaluation has it."""
+
+    profile: ProfileReport | None = None
+    sanitizer: str | None = None
+    phase_seconds: dict[str, float] | None = None
 
 
 class ParentProfiles:
@@ -48,8 +60,8 @@ class ParentProfiles:
         job: wire.Job | None,
         result: worker_results.WorkerResult,
         evaluation: Evaluation,
-    ) -> dict[str, Any]:
-        """What the profile or the sanitizer adds to a GPU evaluation (an update of its fields)."""
+    ) -> AfterVerdict:
+        """What the profile or the sanitizer adds to a GPU evaluation."""
         phases = dict(evaluation.phase_seconds)
         if evaluation.passed and s.profile:
             await note("profile")
@@ -58,7 +70,7 @@ class ParentProfiles:
             listed = result.launches or result.kernels
             report = await self.profile_job(problem, source, info, s, job, listed, label)
             phases["profile"] = round(time.monotonic() - t0, 3)
-            return {"profile": report, "phase_seconds": phases}
+            return AfterVerdict(profile=report, phase_seconds=phases)
         text = evaluation.message + "\n" + evaluation.logs.get("candidate", "")
         failed = evaluation.status in (Status.RUNTIME_ERROR, Status.LOAD_ERROR)
         failed_on_memory = failed and is_memory_error(text)
@@ -67,8 +79,8 @@ class ParentProfiles:
             t0 = time.monotonic()
             found = await self._sanitize_job(problem, info, s, job)
             phases["sanitizer"] = round(time.monotonic() - t0, 3)
-            return {"phase_seconds": phases, "logs": {"compute-sanitizer": found}}
-        return {}
+            return AfterVerdict(phase_seconds=phases, sanitizer=found)
+        return AfterVerdict()
 
     async def profile_job(
         self,
@@ -93,7 +105,7 @@ class ParentProfiles:
         frame = wire.ProfileCommand(
             key=problem.hash, settings=s.worker_settings(info.kind), fallback=listed is None, job=job
         )
-        answer: dict[str, Any]
+        answer: dict[str, Any]  # free-form: the answer's frame, read by from_answer tolerating any gap
         try:
             deferred = s.build_timeout_s if job and job.deferred else 0.0
             got = await self.devices.command(

@@ -15,11 +15,40 @@ import os
 from pathlib import Path
 from typing import Any
 
+from pydantic import BaseModel, Field
+
 from stark_mcp.errors import StarkError
 from stark_mcp.evaluator.common.outside_tools import ToolPaths
+from stark_mcp.evaluator.host.device_probe import DeviceInfo
 from stark_mcp.evaluator.host.settings import EvalSettings
 from stark_mcp.evaluator.sandbox.levels import SandboxPolicy
 from stark_mcp.problems import Problem, ProblemError, source_hash
+from stark_mcp.records import Status
+
+
+class ActorDescription(BaseModel):
+    """What an evaluation actor says of itself once started: its process, its Ray node, its device."""
+
+    pid: int
+    node: str
+    device: str
+    info: DeviceInfo
+
+
+class BuildAnswer(BaseModel):
+    """What ``build_on_node`` sends back: built (``ok``), or the build's verdict and its logs."""
+
+    ok: bool
+    status: Status | None = None
+    reason: str | None = None
+    message: str = ""
+    logs: dict[str, str] = Field(default_factory=dict)
+    seconds: float = 0.0
+
+
+def _text(record: BaseModel) -> str:
+    """A record as the JSON text an actor or a task answers with (``json.dumps`` of its fields)."""
+    return json.dumps(record.model_dump(mode="json"))
 
 
 def _error_text(exc: StarkError) -> str:
@@ -58,14 +87,8 @@ class EvaluationActor:
 
         await self.evaluator.__aenter__()
         info = await self.evaluator.device_info(self.device)
-        return json.dumps(
-            {
-                "pid": os.getpid(),
-                "node": ray.get_runtime_context().get_node_id(),
-                "device": info.kind,
-                "info": dataclasses.asdict(info),
-            }
-        )
+        node = ray.get_runtime_context().get_node_id()
+        return _text(ActorDescription(pid=os.getpid(), node=node, device=info.kind, info=info))
 
     async def isolation(self) -> str:
         return json.dumps(dataclasses.asdict(await self.evaluator.isolation()))
@@ -141,7 +164,7 @@ def build_on_node(
     cache_dir: str,
     toolchain_dir: str,
     source: str,
-    info: dict[str, Any],
+    info: dict[str, Any],  # free-form: DeviceInfo's fields, as the driver hands them to Ray
     timeout: float,
     policy: str,
     hidden: list[str],
@@ -150,7 +173,6 @@ def build_on_node(
     Its builder is started by bubblewrap: Ray keeps a task's process for later tasks, and a zygote
     started here would outlive the task."""
     from stark_mcp.evaluator.host.candidate_builds import BuildCache
-    from stark_mcp.evaluator.host.device_probe import DeviceInfo
     from stark_mcp.evaluator.host.extension_builds import ExtensionCache
     from stark_mcp.evaluator.host.integrity import Integrity
     from stark_mcp.evaluator.sandbox.levels import detect
@@ -169,13 +191,13 @@ def build_on_node(
             source, source_hash(source), DeviceInfo(**info), timeout, detect(SandboxPolicy.from_json(policy))
         )
     )
-    return json.dumps(
-        {
-            "ok": outcome.ok,
-            "status": outcome.status.value if outcome.status else None,
-            "reason": outcome.reason,
-            "message": outcome.message,
-            "logs": outcome.logs,
-            "seconds": round(outcome.seconds, 3),
-        }
+    return _text(
+        BuildAnswer(
+            ok=outcome.ok,
+            status=outcome.status,
+            reason=outcome.reason,
+            message=outcome.message,
+            logs=outcome.logs,
+            seconds=round(outcome.seconds, 3),
+        )
     )

@@ -28,7 +28,8 @@ from stark_mcp.errors import StarkError
 from stark_mcp.evaluator.common.outside_tools import ToolPaths
 from stark_mcp.evaluator.errors import EvaluatorError
 from stark_mcp.evaluator.host.candidate import Candidate
-from stark_mcp.evaluator.host.ray_actor import EvaluationActor, build_on_node
+from stark_mcp.evaluator.host.device_probe import DeviceInfo
+from stark_mcp.evaluator.host.ray_actor import ActorDescription, BuildAnswer, EvaluationActor, build_on_node
 from stark_mcp.evaluator.host.settings import EvalSettings
 from stark_mcp.evaluator.host.slot_pool import Slot, SlotPool
 from stark_mcp.evaluator.sandbox.levels import IsolationInfo, SandboxPolicy
@@ -64,10 +65,10 @@ def _problem_text(problem: Problem) -> str:
 class _Actor:
     """A pool slot's actor, replaced when it dies (the slot stays; Ray finds it a GPU again)."""
 
-    handle: Any = None
+    handle: Any = None  # a Ray actor handle (Ray's types are not ours to name)
     node: str = ""
     pid: int = 0
-    info: dict[str, Any] = dataclasses.field(default_factory=dict)
+    info: DeviceInfo | None = None  # None until it described itself
 
 
 class RayExecutor:
@@ -100,7 +101,7 @@ class RayExecutor:
         self._pool: SlotPool[_Actor] | None = None
         self._actor_class: Any = None
         self._build_task: Any = None
-        self._actor_options: dict[str, Any] = {}
+        self._actor_options: dict[str, int] = {}  # Ray's resources for one actor
 
     # -- lifetime ------------------------------------------------------------------------------------
     async def __aenter__(self) -> RayExecutor:
@@ -127,7 +128,7 @@ class RayExecutor:
         except BaseException:
             await self._close(slots)
             raise
-        models = {slot.handle.info["name"] for slot in slots}
+        models = {slot.handle.info.name for slot in slots if slot.handle.info is not None}
         if len(models) > 1:
             await self._close(slots)
             raise EvaluatorError(
@@ -166,14 +167,12 @@ class RayExecutor:
         except self._ray.exceptions.RayError as exc:
             raise EvaluatorError(f"a Ray evaluation actor did not start: {exc}") from None
         try:
-            described = json.loads(text)
-            info = dict(described["info"])
-            node, pid = str(described["node"]), int(described["pid"])
-        except (ValueError, KeyError, TypeError) as exc:
-            raise EvaluatorError(f"a Ray evaluation actor described itself wrongly: {exc}") from None
-        actor_fields = {"handle": handle, "node": node, "pid": pid, "info": info}
-        for name, value in actor_fields.items():
-            setattr(actor, name, value)
+            described = ActorDescription.model_validate_json(text)
+        except ValidationError as exc:
+            message = exc.errors()[0]["msg"]
+            raise EvaluatorError(f"a Ray evaluation actor described itself wrongly: {message}") from None
+        actor.handle, actor.node, actor.pid = handle, described.node, described.pid
+        actor.info = described.info
 
     async def _close(self, slots: list[Slot[_Actor]]) -> None:
         for slot in slots:
@@ -372,33 +371,39 @@ class RayExecutor:
                 counts[slot.handle.node] = counts.get(slot.handle.node, 0) + (0 if slot.busy else 1)
         node = max(counts, key=lambda n: counts[n]) if counts else ray.get_runtime_context().get_node_id()
         info = next((slot.handle.info for slot in live if slot.handle.node == node), live[0].handle.info)
+        assert info is not None  # every live actor described itself when it started
         task = self._build_task.options(scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=False))
         text = await task.remote(
-            str(self.cache_dir), str(self.toolchain_dir), candidate.source, info, s.build_timeout_s,
+            str(self.cache_dir), str(self.toolchain_dir), candidate.source, dataclasses.asdict(info),
+            s.build_timeout_s,
             self.policy.to_json(), self.hidden,
         )  # fmt: skip
-        data = _object(text)
-        if data.get("ok") is True:
+        try:
+            answer = BuildAnswer.model_validate(_object(text))
+        except ValidationError as exc:
+            message = exc.errors()[0]["msg"]
+            raise EvaluatorError(f"a Ray build task sent an invalid outcome: {message}") from None
+        if answer.ok:
             return node, None
         try:
             failed = Evaluation(
-                status=data["status"],
-                reason=data.get("reason"),
-                message=str(data.get("message", "")),
-                logs={str(k): str(v) for k, v in dict(data.get("logs") or {}).items()},
+                status=answer.status,
+                reason=answer.reason,
+                message=answer.message,
+                logs=answer.logs,
                 flags=list(flags),
-                phase_seconds={"build": float(data.get("seconds") or 0.0)},
+                phase_seconds={"build": answer.seconds},
                 device=self.device,
                 device_name=self.model,
                 source_hash=candidate.hash,
                 settings_hash=s.settings_hash,
             )
-        except (KeyError, TypeError, ValueError, ValidationError) as exc:
+        except ValidationError as exc:  # a failure without a status
             raise EvaluatorError(f"a Ray build task sent an invalid outcome: {exc}") from None
         return node, failed
 
 
-def _object(text: object) -> dict[str, Any]:
+def _object(text: object) -> dict[str, Any]:  # free-form: an answer's JSON, before validation
     try:
         data = json.loads(text) if isinstance(text, str) else None
     except ValueError:
@@ -410,6 +415,6 @@ def _object(text: object) -> dict[str, Any]:
     return data
 
 
-def _raise_error(data: dict[str, Any]) -> None:
+def _raise_error(data: dict[str, Any]) -> None:  # free-form: an answer's JSON, before validation
     if "error" in data:
         raise _ERRORS.get(str(data["error"]), EvaluatorError)(str(data.get("message", "")))

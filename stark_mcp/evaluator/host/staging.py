@@ -12,12 +12,12 @@ import time
 from collections import defaultdict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 from stark_mcp.evaluator.common import wire
 from stark_mcp.evaluator.host.candidate_builds import BuildCache
 from stark_mcp.evaluator.host.device_probe import DeviceInfo
 from stark_mcp.evaluator.host.devices import ParentDevices
+from stark_mcp.evaluator.host.extension_requests import ExtensionSummary
 from stark_mcp.evaluator.host.settings import EvalSettings
 from stark_mcp.records import Evaluation, TrustReport
 
@@ -30,7 +30,7 @@ class Staged:
     deferred: bool = False
     logs: dict[str, str] = field(default_factory=dict)
     failure: Evaluation | None = None
-    extensions: list[dict[str, Any]] = field(default_factory=list)
+    extensions: list[ExtensionSummary] = field(default_factory=list)
 
 
 class ParentStaging:
