@@ -1,6 +1,7 @@
 """The trusted evaluator: builds, checks and times candidate kernels behind an OS wall.
 
-See docs/evaluator.md. The subpackages ``common/``, ``trusted/``, ``untrusted/`` and ``sandbox/``
+See docs/evaluator.md. The parent side (the ``Evaluator`` service and its parts) is ``host/``; the
+subpackages ``trusted/``, ``reference/``, ``untrusted/``, ``sandbox/``, ``common/`` and ``buildkit/``
 run inside worker and sandboxed processes and import only the standard library and torch, so this
 package's attributes load lazily: importing ``stark_mcp.evaluator.untrusted.runner`` must not pull
 in pydantic or the service.
