@@ -158,7 +158,15 @@ def test_the_evaluators_process_side_imports_only_itself_the_standard_library_an
 
 @pytest.mark.parametrize(
     "module",
-    ["stark_mcp.evaluator.service", "stark_mcp.records", "pydantic", "stark_mcp.evaluator.profiles"],
+    [
+        "stark_mcp.evaluator.host.service",
+        "stark_mcp.evaluator.host",
+        "stark_mcp.records",
+        "pydantic",
+        "stark_mcp.evaluator.host.profile_reports",
+        "stark_mcp.evaluator",
+        "stark_mcp.evaluator.errors",
+    ],
 )
 def test_the_boundary_check_sees_a_crossing(module: str) -> None:
     assert crosses_the_boundary(module)

@@ -17,7 +17,7 @@ import tempfile
 from pathlib import Path
 
 from stark_mcp.evaluator import Evaluator
-from stark_mcp.evaluator.settings import EvalSettings
+from stark_mcp.evaluator.host.settings import EvalSettings
 from stark_mcp.problems.loading import problem_from_source
 
 PROBLEMS = {"L3/23": (3, 23), "L2/71": (2, 71)}

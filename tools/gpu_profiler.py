@@ -448,8 +448,8 @@ async def run_gpu(results: dict[str, Any], work: Path) -> None:
 def dry_run(results: dict[str, Any]) -> None:
     """No GPU: the recorded H100 report stands in for both profiles, through the same parsing, records,
     checks and page; the problems and candidates must load and pass the static checks."""
-    from stark_mcp.evaluator import profiles
-    from stark_mcp.evaluator.static_checks import check_candidate
+    from stark_mcp.evaluator.host import profile_reports
+    from stark_mcp.evaluator.host.static_checks import check_candidate
     from stark_mcp.problems import problem_from_source
 
     for case in CASES:
@@ -467,7 +467,7 @@ def dry_run(results: dict[str, Any]) -> None:
     }
     for case in CASES:
         answer = {"source": "ncu", "report": report, "shape": "default"}
-        profile = profiles.from_answer(answer, own[case.name], 40, 9.4)
+        profile = profile_reports.from_answer(answer, own[case.name], 40, 9.4)
         results[case.name] = {
             "status": "passed",
             "median_ms": None,

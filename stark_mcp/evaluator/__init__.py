@@ -1,6 +1,7 @@
 """The trusted evaluator: builds, checks and times candidate kernels behind an OS wall.
 
-See docs/evaluator.md. The subpackages ``common/``, ``trusted/``, ``untrusted/`` and ``sandbox/``
+See docs/evaluator.md. The parent side (the ``Evaluator`` service and its parts) is ``host/``; the
+subpackages ``trusted/``, ``reference/``, ``untrusted/``, ``sandbox/``, ``common/`` and ``buildkit/``
 run inside worker and sandboxed processes and import only the standard library and torch, so this
 package's attributes load lazily: importing ``stark_mcp.evaluator.untrusted.runner`` must not pull
 in pydantic or the service.
@@ -11,13 +12,13 @@ from __future__ import annotations
 from typing import Any
 
 _EXPORTS = {
-    "Candidate": "stark_mcp.evaluator.candidate",
-    "Evaluator": "stark_mcp.evaluator.service",
+    "Candidate": "stark_mcp.evaluator.host.candidate",
+    "Evaluator": "stark_mcp.evaluator.host.service",
     "EvaluatorError": "stark_mcp.evaluator.errors",
-    "EvalSettings": "stark_mcp.evaluator.settings",
-    "BASELINE_NAMES": "stark_mcp.evaluator.settings",
-    "StaticResult": "stark_mcp.evaluator.static_checks",
-    "check_candidate": "stark_mcp.evaluator.static_checks",
+    "EvalSettings": "stark_mcp.evaluator.host.settings",
+    "BASELINE_NAMES": "stark_mcp.evaluator.host.settings",
+    "StaticResult": "stark_mcp.evaluator.host.static_checks",
+    "check_candidate": "stark_mcp.evaluator.host.static_checks",
 }
 
 __all__ = sorted(_EXPORTS)

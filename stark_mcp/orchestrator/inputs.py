@@ -7,7 +7,7 @@ problem argument through here, so a bad input fails the same way everywhere.
 from __future__ import annotations
 
 from stark_mcp.device import Device
-from stark_mcp.evaluator.candidate import Candidate
+from stark_mcp.evaluator.host.candidate import Candidate
 from stark_mcp.orchestrator.errors import InvalidInput
 from stark_mcp.orchestrator.roots import AllowedRoots
 from stark_mcp.problems import Problem, ProblemError, load_problem, problem_from_source, spec_path

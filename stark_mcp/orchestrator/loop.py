@@ -14,7 +14,7 @@ import contextlib
 import time
 from typing import Any
 
-from stark_mcp.evaluator.candidate import Candidate
+from stark_mcp.evaluator.host.candidate import Candidate
 from stark_mcp.llm import LLMBackend
 from stark_mcp.orchestrator.errors import BudgetExhausted, ExpansionFailed, InvalidInput
 from stark_mcp.orchestrator.events import FailedExpansion, SearchEvent, SearchProgress, SearchSummary

@@ -22,10 +22,10 @@ from stark_mcp.agents.render import Prompt, render_prompt
 from stark_mcp.agents.templates import PromptTemplates, packaged
 from stark_mcp.device import Device
 from stark_mcp.evaluator import EvalSettings
-from stark_mcp.evaluator.assemble import aggregate, with_baselines
-from stark_mcp.evaluator.candidate import Candidate
-from stark_mcp.evaluator.executor import Executor
-from stark_mcp.evaluator.priority import background
+from stark_mcp.evaluator.host.candidate import Candidate
+from stark_mcp.evaluator.host.executor import Executor
+from stark_mcp.evaluator.host.priority import background
+from stark_mcp.evaluator.host.worker_results import aggregate, with_baselines
 from stark_mcp.memory import MemoryEntry, lesson_of, rank, render_entries
 from stark_mcp.orchestrator.errors import BudgetExhausted, InvalidInput, RunError
 from stark_mcp.orchestrator.inputs import (
@@ -352,7 +352,7 @@ class RunService(RunReads):
         names = list(run.pending_baselines)
         errors: dict[str, str] = {}
         try:
-            with background():  # no attempt's evaluation waits behind them (evaluator/priority.py)
+            with background():  # no attempt's evaluation waits behind them (evaluator/host/priority.py)
                 late = await self.evaluator.baseline_shapes(run.problem, device=run.device, which=names)
         except asyncio.CancelledError:
             raise

@@ -21,9 +21,9 @@ from stark_mcp.agents.templates import PromptTemplates
 from stark_mcp.config import Settings
 from stark_mcp.device import Device
 from stark_mcp.evaluator import BASELINE_NAMES, EvalSettings
-from stark_mcp.evaluator.candidate import Candidate
 from stark_mcp.evaluator.common.outside_tools import ToolPaths
-from stark_mcp.evaluator.executor import Executor, open_executor
+from stark_mcp.evaluator.host.candidate import Candidate
+from stark_mcp.evaluator.host.executor import Executor, open_executor
 from stark_mcp.orchestrator.early_start import sandbox_policy
 from stark_mcp.orchestrator.errors import InvalidInput
 from stark_mcp.orchestrator.eval_options import parse_eval_settings

@@ -29,7 +29,7 @@ from datetime import UTC, datetime
 from pydantic import BaseModel, Field, ValidationError
 
 from stark_mcp import python_ast
-from stark_mcp.evaluator.dependencies import changes
+from stark_mcp.evaluator.host.verdict_dependencies import changes
 from stark_mcp.orchestrator.errors import InvalidInput
 from stark_mcp.problems import source_hash
 from stark_mcp.records import Dependencies, Evaluation, Node, RunRecord, TimingStats

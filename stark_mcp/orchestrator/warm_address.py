@@ -28,8 +28,8 @@ from pathlib import Path
 
 from stark_mcp.config import Settings
 from stark_mcp.errors import StarkError
-from stark_mcp.evaluator.dependencies import evaluator_digest
-from stark_mcp.evaluator.probe import torch_version
+from stark_mcp.evaluator.host.device_probe import torch_version
+from stark_mcp.evaluator.host.verdict_dependencies import evaluator_digest
 from stark_mcp.evaluator.sandbox.env import scrub_env
 
 PACKAGE = Path(__file__).resolve().parents[1]

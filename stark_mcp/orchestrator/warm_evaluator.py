@@ -40,7 +40,7 @@ if TYPE_CHECKING:
 
     from stark_mcp.config import Settings
     from stark_mcp.evaluator import EvalSettings
-    from stark_mcp.evaluator.executor import Executor
+    from stark_mcp.evaluator.host.executor import Executor
     from stark_mcp.orchestrator.warm_wire import EvaluateRequest, Message
 
 log = logging.getLogger("stark_mcp.warm_evaluator")

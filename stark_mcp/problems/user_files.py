@@ -2,8 +2,8 @@
 
 A problem made from the user's code imports it from ``STARK_IMPORT_ROOTS``; its verdicts and times
 depend on those files as much as on the problem's text, so every cache keyed by the problem also
-keys on their digests (``evaluator/dependencies.py``). The files are found the way Python's import
-system would find them under the roots, statically: every ``import`` and ``from ... import``
+keys on their digests (``evaluator/host/verdict_dependencies.py``). The files are found the way
+Python's import system would find them under the roots, statically: every ``import`` and ``from ... import``
 anywhere in a text (in functions too), resolved against the roots in order (the first root holding
 the top-level name wins, as on ``sys.path``); each package on the way contributes its
 ``__init__.py``; ``from pkg import name`` counts ``pkg/name.py`` when it exists (a submodule);

@@ -1,12 +1,13 @@
 """Measured peaks and problem counts kept on disk (parent side), with the datasheet as fallback.
 
 Only the parent writes these files, under the evaluator's cache directory that no jail can see, and
-with a ``Signer`` (the evaluator's HMAC, ``evaluator/integrity.py``) each entry is signed and one
+with a ``Signer`` (the evaluator's HMAC, ``evaluator/host/integrity.py``) each entry is signed and one
 that does not verify is ignored, like every other cache entry.
 Peaks are keyed by device name and torch version, counts by problem hash (the reference's bytes and
 FLOPs do not depend on the device); the evaluator passes both a stack tag as well
-(``evaluator/dependencies.stack_tag``: the evaluator's code, CUDA, the driver, the user's files), so
-a new driver stack is measured again and changed counting rules or user code are counted again.
+(``evaluator/host/verdict_dependencies.stack_tag``: the evaluator's code, CUDA, the driver, the
+user's files), so a new driver stack is measured again and changed counting rules or user code are
+counted again.
 """
 
 from __future__ import annotations

@@ -114,7 +114,7 @@ def test_cpu_example_builds_and_matches_its_reference(built_as_the_evaluator_bui
 
 def test_triton_example_is_triton_only_autotuned_and_attributed() -> None:
     from stark_mcp.evaluator import check_candidate
-    from stark_mcp.evaluator.kernels import own_kernel_names
+    from stark_mcp.evaluator.host.own_kernels import own_kernel_names
 
     path = builtin_prompts_dir() / "example_kernel_triton.py"
     source = path.read_text()

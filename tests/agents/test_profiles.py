@@ -8,7 +8,7 @@ import pytest
 
 from stark_mcp.agents import render_prompt
 from stark_mcp.agents.profiles import profiled_nodes, render_profile_table
-from stark_mcp.evaluator import profiles
+from stark_mcp.evaluator.host import profile_reports
 from stark_mcp.problems import Problem
 from stark_mcp.records import Evaluation, ProfileReport, Status
 from stark_mcp.tree import Tree
@@ -17,7 +17,7 @@ SAMPLES = Path(__file__).resolve().parents[1] / "fixtures" / "profiles"
 
 
 def ncu_profile(own: str = "") -> ProfileReport:
-    report = profiles.from_answer(
+    report = profile_reports.from_answer(
         {"source": "ncu", "report": (SAMPLES / "ncu_raw.csv").read_text(), "shape": "default"},
         own or None,
         40,
@@ -77,7 +77,8 @@ def test_the_planner_sees_the_nodes_kernels_and_how_to_read_them(problem: Proble
 
 
 def test_relatives_are_the_fastest_profiled_passing_nodes(problem: Problem, tree: Tree) -> None:
-    fallback = profiles.from_kernels([["void relu_kernel(float*)", 40.0]], "ncu is not installed", "default")
+    listed = [["void relu_kernel(float*)", 40.0]]
+    fallback = profile_reports.from_kernels(listed, "ncu is not installed", "default")
     tree = with_profile(tree, n0=fallback, n1=ncu_profile(), n3=ncu_profile())
     # n3 failed: its profile is not a relative's. The root passed (the eager time): it is shown.
     chosen = profiled_nodes(tree.get("n1"), [tree.get(i) for i in ("n0", "n2", "n3")])
@@ -97,12 +98,12 @@ def test_no_table_without_profiles_and_none_for_the_debugger(problem: Problem, t
     debug = plan_body(problem, profiled, "n2", ["n1"], role="debug")
     assert "### Profiles" not in debug
     assert "### Profiles" in plan_body(problem, profiled, "n1", [], role="generalist")
-    assert render_profile_table([("n5", profiles.unavailable("profiling needs a GPU"))]) == ""
+    assert render_profile_table([("n5", profile_reports.unavailable("profiling needs a GPU"))]) == ""
 
 
 def test_many_kernels_are_summed_into_one_row(problem: Problem) -> None:
     launches = [[f"void k{i}(float*)", float(10 - i)] for i in range(6)]
-    report = profiles.from_kernels(launches, "", "default")
+    report = profile_reports.from_kernels(launches, "", "default")
     table = render_profile_table([("n4", report)])
     assert "| n4 | (3 more kernels) | 40% |" in table  # 7+6+5 of 45 us
     assert table.count("| n4 |") == 4
@@ -134,5 +135,5 @@ def test_the_debugger_reads_the_sanitizer_report(problem: Problem, tree: Tree) -
 @pytest.mark.parametrize("share,expected", [(0.5, "50%"), (0.004, "0%")])
 def test_time_column(share: float, expected: str) -> None:
     listed = [["void a()", 100 * share], ["void b()", 100 * (1 - share)]]
-    report = profiles.from_kernels(listed, "", "default")
+    report = profile_reports.from_kernels(listed, "", "default")
     assert f"({expected})" in render_profile_table([("n1", report)])

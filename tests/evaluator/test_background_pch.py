@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 
 from stark_mcp.evaluator.buildkit import ExtensionRequest, Toolchain
-from stark_mcp.evaluator.extensions import COMPILE_MAIN, ExtensionCache
-from stark_mcp.evaluator.integrity import Integrity
+from stark_mcp.evaluator.host.build_toolchain import COMPILE_MAIN
+from stark_mcp.evaluator.host.extension_builds import ExtensionCache
+from stark_mcp.evaluator.host.integrity import Integrity
 from stark_mcp.evaluator.sandbox import forked
 from stark_mcp.evaluator.sandbox.env import scrub_env
 

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from stark_mcp.evaluator import EvalSettings, Evaluator
-from stark_mcp.evaluator.pool import MAX_PREEMPTIONS, Slot, SlotPool
-from stark_mcp.evaluator.priority import background, in_background
+from stark_mcp.evaluator.host.priority import background, in_background
+from stark_mcp.evaluator.host.slot_pool import MAX_PREEMPTIONS, Slot, SlotPool
 from stark_mcp.problems import load_problem
 from tests.toolchain import shared_toolchain
 

@@ -4,7 +4,7 @@ import time
 
 import pytest
 
-from stark_mcp.evaluator.integrity import MANIFEST
+from stark_mcp.evaluator.host.integrity import MANIFEST
 from stark_mcp.evaluator.sandbox.forked import ForkedProcess
 from stark_mcp.problems import load_problem, source_hash
 from stark_mcp.records import Status
@@ -144,9 +144,12 @@ async def test_a_builder_started_ahead_builds_the_next_candidate(cache_dir, monk
     """On a GPU the next builder starts while the current one works, so a re-evaluation's build does
     not wait for Python and torch to start. Here on the CPU, with that turned on: the spare builds
     the next candidate, a dead spare is replaced by a fresh builder, and closing stops the spare."""
-    from stark_mcp.evaluator import Evaluator, builds
+    from stark_mcp.evaluator import Evaluator
+    from stark_mcp.evaluator.host import candidate_builds
 
-    monkeypatch.setattr(builds, "_warms_ahead", lambda info, isolation: isolation.level == "sandbox")
+    monkeypatch.setattr(
+        candidate_builds, "_warms_ahead", lambda info, isolation: isolation.level == "sandbox"
+    )
     problem = load_problem(str(FIXTURES / "relu_sum.py"))
     # New sources (the builder runs) that make the session's cached extension request (no compile).
     source = fixture_text("ext_ok.py") + f"\n# started ahead {time.time_ns()}\n"

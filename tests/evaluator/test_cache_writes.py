@@ -6,7 +6,7 @@ import json
 import threading
 from pathlib import Path
 
-from stark_mcp.evaluator.atomic_files import write_json_atomic
+from stark_mcp.evaluator.host.atomic_files import write_json_atomic
 
 
 def test_concurrent_atomic_writes_to_one_path_all_succeed(tmp_path: Path) -> None:

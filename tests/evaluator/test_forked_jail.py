@@ -422,7 +422,7 @@ def test_a_worker_forked_for_a_cancelled_start_is_killed(monkeypatch) -> None:
     import asyncio
     import threading
 
-    from stark_mcp.evaluator.workers import WorkerClient
+    from stark_mcp.evaluator.host.worker_handles import WorkerClient
 
     asked, go, forked = threading.Event(), threading.Event(), []
     start_worker = ZygoteClient.start_worker
@@ -475,10 +475,10 @@ def test_a_builder_the_zygote_half_built_is_started_afresh_by_bubblewrap(
     by bubblewrap on a fresh socket and log, and the half-built one is gone."""
     import asyncio
 
-    from stark_mcp.evaluator.builds import BuildCache
-    from stark_mcp.evaluator.extensions import ExtensionCache
-    from stark_mcp.evaluator.integrity import Integrity
-    from stark_mcp.evaluator.probe import cpu_info
+    from stark_mcp.evaluator.host.candidate_builds import BuildCache
+    from stark_mcp.evaluator.host.device_probe import cpu_info
+    from stark_mcp.evaluator.host.extension_builds import ExtensionCache
+    from stark_mcp.evaluator.host.integrity import Integrity
 
     root = tmp_path / "cache"
     integrity = Integrity(root)
@@ -506,8 +506,9 @@ def test_a_compile_jail_the_zygote_half_built_is_started_afresh_on_an_empty_fold
 ) -> None:
     import asyncio
 
-    from stark_mcp.evaluator.extensions import COMPILE_MODULE, ExtensionCache
-    from stark_mcp.evaluator.integrity import Integrity
+    from stark_mcp.evaluator.host.build_toolchain import COMPILE_MODULE
+    from stark_mcp.evaluator.host.extension_builds import ExtensionCache
+    from stark_mcp.evaluator.host.integrity import Integrity
 
     out, job = tmp_path / "out", tmp_path / "job"
     out.mkdir()

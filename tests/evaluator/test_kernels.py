@@ -1,6 +1,6 @@
 import pytest
 
-from stark_mcp.evaluator.kernels import (
+from stark_mcp.evaluator.host.own_kernels import (
     base_name,
     cuda_kernel_names,
     is_own_kernel,

@@ -1,4 +1,4 @@
-from stark_mcp.evaluator.logs import trim_compiler_log, trim_tail
+from stark_mcp.evaluator.host.log_trimming import trim_compiler_log, trim_tail
 
 
 def test_short_logs_are_untouched() -> None:

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from stark_mcp.evaluator import EvalSettings, Evaluator, prepare
+from stark_mcp.evaluator import EvalSettings, Evaluator
+from stark_mcp.evaluator.host import prepare
 from stark_mcp.problems import load_problem
 from tests.toolchain import shared_toolchain
 

@@ -7,27 +7,27 @@ from pathlib import Path
 
 import pytest
 
-from stark_mcp.evaluator import probe
+from stark_mcp.evaluator.host import device_probe
 
 
 @pytest.mark.slow  # starts processes: handed out early, not at the run's end
 def test_evaluators_on_other_caches_reuse_this_processs_probe(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(probe, "_PROBED", {})
-    monkeypatch.setattr(probe, "gpu_build", lambda: True)  # a probe process even on a CPU build of torch
+    monkeypatch.setattr(device_probe, "_PROBED", {})
+    monkeypatch.setattr(device_probe, "gpu_build", lambda: True)  # a probe process even on a CPU torch
     started: list[dict[str, object]] = []
-    real = probe.run_probe_process
+    real = device_probe.run_probe_process
 
     def counted() -> dict[str, object]:
         started.append(real())  # a real probe process
         return started[-1]
 
-    monkeypatch.setattr(probe, "run_probe_process", counted)
-    first = probe.Prober(tmp_path / "a")
+    monkeypatch.setattr(device_probe, "run_probe_process", counted)
+    first = device_probe.Prober(tmp_path / "a")
     first.path.parent.mkdir()
     answer = first.cuda()
-    second = probe.Prober(tmp_path / "b")
+    second = device_probe.Prober(tmp_path / "b")
     second.path.parent.mkdir()
     assert second.cuda() == answer
     assert len(started) == 1
@@ -35,7 +35,7 @@ def test_evaluators_on_other_caches_reuse_this_processs_probe(
     assert json.loads(first.path.read_text()) == json.loads(second.path.read_text())
     # another set of visible devices is another machine key: probed again
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
-    third = probe.Prober(tmp_path / "c")
+    third = device_probe.Prober(tmp_path / "c")
     third.path.parent.mkdir()
     third.cuda()
     assert len(started) == 2
@@ -51,15 +51,15 @@ def test_a_torch_without_gpu_support_is_known_without_a_probe_process(
     # what torch itself says, in a process of its own (this one may have imported another torch)
     code = "import torch; print(torch.version.cuda is not None or torch.version.hip is not None)"
     said = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert probe.gpu_build() == (said.stdout.strip() == "True")
-    if probe.gpu_build():
+    assert device_probe.gpu_build() == (said.stdout.strip() == "True")
+    if device_probe.gpu_build():
         pytest.skip("this torch has GPU support: its probe is a process (the test above)")
-    monkeypatch.setattr(probe, "_PROBED", {})
+    monkeypatch.setattr(device_probe, "_PROBED", {})
 
     def no_process() -> dict[str, object]:
         raise AssertionError("a probe process started")
 
-    monkeypatch.setattr(probe, "run_probe_process", no_process)
-    prober = probe.Prober(tmp_path)
+    monkeypatch.setattr(device_probe, "run_probe_process", no_process)
+    prober = device_probe.Prober(tmp_path)
     assert prober.cuda() is None and prober.gpus() == []
     assert [entry["cuda"] for entry in json.loads(prober.path.read_text()).values()] == [False]

@@ -15,7 +15,6 @@ from pathlib import Path
 
 import pytest
 
-from stark_mcp.evaluator import profiles
 from stark_mcp.evaluator.common.kernel_roofline import bound, roofline
 from stark_mcp.evaluator.common.profile_parse import (
     ProfileParseError,
@@ -24,6 +23,7 @@ from stark_mcp.evaluator.common.profile_parse import (
     number,
     parse_ncu_raw,
 )
+from stark_mcp.evaluator.host import profile_reports
 from stark_mcp.evaluator.untrusted.kernel_list import kernel_totals, launches_from_trace
 from stark_mcp.records import ProfileReport
 
@@ -114,11 +114,12 @@ def test_launch_facts_match_ncus_sections(parsed: dict) -> None:
 
 def test_a_report_as_a_record_marks_the_candidates_own_kernels() -> None:
     source = "__global__ void vectorized_elementwise_kernel(float* x) {}\n"
-    report = profiles.from_answer({"source": "ncu", "report": RAW, "shape": "default"}, source, 40, 9.5)
+    answer = {"source": "ncu", "report": RAW, "shape": "default"}
+    report = profile_reports.from_answer(answer, source, 40, 9.5)
     assert isinstance(report, ProfileReport) and report.source == "ncu" and report.seconds == 9.5
     assert [k.own for k in report.kernels] == [False, True]
     assert not report.truncated and report.notes == []
-    capped = profiles.from_answer({"source": "ncu", "report": RAW}, None, 2, 1.0)
+    capped = profile_reports.from_answer({"source": "ncu", "report": RAW}, None, 2, 1.0)
     assert capped.truncated and "first 2 kernel launches" in capped.notes[0]
     assert ProfileReport.model_validate_json(report.model_dump_json()) == report
 
@@ -132,7 +133,7 @@ def test_no_rows_is_an_error_that_carries_ncus_message() -> None:
         parse_ncu_raw(text)
     with pytest.raises(ProfileParseError, match="no kernel rows"):
         parse_ncu_raw("")
-    report = profiles.from_answer({"source": "ncu", "report": text}, None, 40, 1.0)
+    report = profile_reports.from_answer({"source": "ncu", "report": text}, None, 40, 1.0)
     assert report.source == "none" and "ERR_NVGPUCTRPERM" in report.reason
 
 
@@ -164,7 +165,7 @@ def test_torch_events_give_the_fallback_kernel_list() -> None:
     kernels = kernel_totals((e["name"], e["device_type"], e["device_time_us"]) for e in events)
     assert [round(us, 3) for _, us in kernels] == [2660.879, 179.779]
     assert kernels[0][0].startswith("sm80_xmma_gemm") and "CUDAFunctor_add" in kernels[1][0]
-    report = profiles.from_kernels(kernels, "ncu is not installed", "default", 0.0)
+    report = profile_reports.from_kernels(kernels, "ncu is not installed", "default", 0.0)
     assert report.source == "torch_profiler" and report.reason == "ncu is not installed"
     assert report.kernels[0].share == pytest.approx(2660.879 / (2660.879 + 179.779))
     assert report.kernels[0].dram_throughput_pct is None and report.kernels[0].roofline is None

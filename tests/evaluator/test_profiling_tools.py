@@ -18,7 +18,7 @@ import pytest
 from stark_mcp.evaluator import EvalSettings, Evaluator
 from stark_mcp.evaluator.common.outside_tools import ToolPaths
 from stark_mcp.evaluator.common.profile_parse import METRICS
-from stark_mcp.evaluator.sanitizer_report import first_report, is_memory_error
+from stark_mcp.evaluator.host.sanitizer_report import first_report, is_memory_error
 from stark_mcp.evaluator.trusted.profiling import (
     NVTX_RANGE,
     ncu_command,

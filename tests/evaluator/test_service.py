@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from stark_mcp.evaluator import Evaluator, EvaluatorError
-from stark_mcp.evaluator.parent_evaluation import ParentEvaluation
+from stark_mcp.evaluator.host.evaluation import ParentEvaluation
 from stark_mcp.problems import ProblemError, load_problem
 from stark_mcp.records import Status
 from tests.evaluator.conftest import FAST, FIXTURES, fixture_text

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from stark_mcp.evaluator import Evaluator
-from stark_mcp.evaluator.dependencies import stack_tag
-from stark_mcp.evaluator.sol_floor import peaks_version
+from stark_mcp.evaluator.host.sol_floor import peaks_version
+from stark_mcp.evaluator.host.verdict_dependencies import stack_tag
 from stark_mcp.problems import load_problem, problem_from_source
 from stark_mcp.records import Status
 from stark_mcp.sol.model import Peaks

@@ -1,6 +1,6 @@
 import pytest
 
-from stark_mcp.evaluator.static_checks import check_candidate
+from stark_mcp.evaluator.host.static_checks import check_candidate
 from stark_mcp.records import Status
 
 OK = "import torch.nn as nn\nclass ModelNew(nn.Module):\n    def forward(self, x):\n        return x\n"

@@ -2,7 +2,7 @@ import math
 
 import pytest
 
-from stark_mcp.evaluator.stats import quantile, timing_stats
+from stark_mcp.evaluator.host.timing_stats import quantile, timing_stats
 
 
 def test_median_and_iqr_use_linear_interpolation() -> None:

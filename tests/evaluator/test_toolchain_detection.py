@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from stark_mcp.evaluator import extensions
-from stark_mcp.evaluator.integrity import Integrity
+from stark_mcp.evaluator.host import build_toolchain, extension_builds
+from stark_mcp.evaluator.host.integrity import Integrity
 from stark_mcp.evaluator.sandbox.env import scrub_env
 
 
@@ -16,19 +16,19 @@ from stark_mcp.evaluator.sandbox.env import scrub_env
 def test_extension_caches_on_other_folders_share_this_processs_detection(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(extensions, "_DETECTED", {})
+    monkeypatch.setattr(build_toolchain, "_DETECTED", {})
     started: list[dict[str, str]] = []
-    real = extensions._run_detection
+    real = build_toolchain.run_detection
 
     async def counted(env: dict[str, str], fork: bool):
         started.append(env)
         return await real(env, fork)  # a real child that imports torch and asks the compilers
 
-    monkeypatch.setattr(extensions, "_run_detection", counted)
+    monkeypatch.setattr(build_toolchain, "run_detection", counted)
 
-    def cache(name: str) -> extensions.ExtensionCache:
+    def cache(name: str) -> extension_builds.ExtensionCache:
         root = tmp_path / name
-        return extensions.ExtensionCache(root / "extensions", root / "toolchain", Integrity(root))
+        return extension_builds.ExtensionCache(root / "extensions", root / "toolchain", Integrity(root))
 
     env = scrub_env({"PATH": "/usr/bin:/bin"}, {"CUDA_VISIBLE_DEVICES": ""})
 
@@ -49,18 +49,19 @@ def test_a_detection_forked_from_the_zygote_answers_as_a_fresh_interpreter(
     """The zygote has torch imported already: its child detects in a fraction of the time a fresh
     interpreter takes, and must find the same toolchain (the build cache's keys hang on it)."""
     forked: list[int] = []
-    real = extensions.run_trusted_module
+    real = build_toolchain.run_trusted_module
 
     async def counted(*args, **kwargs):
         done = await real(*args, **kwargs)
         forked.append(done is not None and done[0])
         return done
 
-    monkeypatch.setattr(extensions, "run_trusted_module", counted)
+    monkeypatch.setattr(build_toolchain, "run_trusted_module", counted)
     env = scrub_env({"PATH": "/usr/bin:/bin"}, {"CUDA_VISIBLE_DEVICES": "", "CXX": "c++"})
 
     async def both() -> tuple[object, object]:
-        return await extensions._run_detection(env, True), await extensions._run_detection(env, False)
+        detect = build_toolchain.run_detection
+        return await detect(env, True), await detect(env, False)
 
     from_zygote, fresh = asyncio.run(both())
     assert forked == [0]  # the zygote started it, and it exited 0

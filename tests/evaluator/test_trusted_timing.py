@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from stark_mcp.evaluator.settings import EvalSettings
+from stark_mcp.evaluator.host.settings import EvalSettings
 from stark_mcp.evaluator.trusted import timing
 
 OVERHEAD_MS = 0.12

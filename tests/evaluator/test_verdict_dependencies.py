@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from stark_mcp.evaluator import Evaluator, dependencies
-from stark_mcp.evaluator.settings import CPU_TOLERANCES
+from stark_mcp.evaluator import Evaluator
+from stark_mcp.evaluator.host import verdict_dependencies
+from stark_mcp.evaluator.host.settings import CPU_TOLERANCES
 from stark_mcp.problems import load_problem
 from stark_mcp.problems.user_files import user_files
 from stark_mcp.records import Dependencies, Status
@@ -85,12 +86,12 @@ def test_changes_say_what_differs() -> None:
                        settings={"trials": 5}, user_files={"mylib/layers.py": "1"})  # fmt: skip
     new = old.model_copy(update={"evaluator": "b", "torch": "2.12", "settings": {"trials": 6},
                                  "user_files": {"mylib/layers.py": "2"}})  # fmt: skip
-    said = dependencies.changes(old, new)
+    said = verdict_dependencies.changes(old, new)
     assert said[0] == "the user's module mylib/layers.py changed"
     assert any("evaluator's code changed" in s for s in said)
     assert "torch changed (2.11 -> 2.12)" in said and "the setting trials changed" in said
-    assert dependencies.changes(old, old) == [] and old.digest != new.digest
-    assert dependencies.changes(None, new)  # a result from before the records: says so
+    assert verdict_dependencies.changes(old, old) == [] and old.digest != new.digest
+    assert verdict_dependencies.changes(None, new)  # a result from before the records: says so
 
 
 @pytest.mark.slow  # starts processes: handed out early, not at the run's end
@@ -125,10 +126,10 @@ async def test_a_changed_dependency_turns_a_cached_pass_into_a_fresh_evaluation(
         assert not tol.cached and tol.reevaluated and "the setting cpu_timing changed" in tol.reevaluated
 
         # The evaluator's code and torch: seams, as an upgrade would change them.
-        monkeypatch.setattr(dependencies, "evaluator_digest", lambda: "0123456789abcdef")
+        monkeypatch.setattr(verdict_dependencies, "evaluator_digest", lambda: "0123456789abcdef")
         code = await ev.evaluate(problem, CANDIDATE, device="cpu")
         assert not code.cached and code.reevaluated and "the evaluator's code changed" in code.reevaluated
-        monkeypatch.setattr(dependencies, "torch_version", lambda: "9.9.9")
+        monkeypatch.setattr(verdict_dependencies, "torch_version", lambda: "9.9.9")
         upgraded = await ev.evaluate(problem, CANDIDATE, device="cpu")
         assert not upgraded.cached and upgraded.reevaluated
         assert "torch changed" in upgraded.reevaluated and upgraded.status is Status.PASSED

@@ -40,8 +40,8 @@ async def test_an_uncached_evaluation_starts_its_worker_before_checking_the_cand
     """No build to hide it under: the worker's start is asked for as soon as the cache has no verdict,
     so it runs beside the dependencies, static checks and staging (a fresh ``eval --no-cache`` of a
     built candidate paid them, then the whole start, in series); a cached verdict starts nothing."""
-    from stark_mcp.evaluator import candidate, parent_devices
-    from stark_mcp.evaluator.static_checks import StaticResult
+    from stark_mcp.evaluator.host import candidate, devices
+    from stark_mcp.evaluator.host.static_checks import StaticResult
 
     settings = EvalSettings(baselines=("eager",), min_time_s=0.005, max_time_s=0.3)
     problem = load_problem(str(FIXTURES / "relu_sum.py"))
@@ -60,7 +60,7 @@ async def test_an_uncached_evaluation_starts_its_worker_before_checking_the_cand
         leases = len(pool.history)
         cached = await ev.evaluate(problem, source, device="cpu")
     assert evaluation.passed and cached.cached, evaluation.message
-    assert held == [[parent_devices.WARM_LABEL]]  # the worker was starting while the candidate was checked
+    assert held == [[devices.WARM_LABEL]]  # the worker was starting while the candidate was checked
     assert len(pool.history) == leases  # the cached verdict started and leased nothing
     phases = evaluation.phase_seconds
     # the wait for that start is the evaluation's process start, not a wait for other work

@@ -18,9 +18,9 @@ import pytest
 
 from stark_mcp.evaluator.common import frames, wire
 from stark_mcp.evaluator.common.wire_codec import _check
-from stark_mcp.evaluator.settings import EvalSettings
+from stark_mcp.evaluator.host.settings import EvalSettings
+from stark_mcp.evaluator.host.worker_handles import WorkerClient, WorkerCrashed
 from stark_mcp.evaluator.trusted.worker import HANDLERS
-from stark_mcp.evaluator.workers import WorkerClient, WorkerCrashed
 from tests.evaluator.conftest import FIXTURES
 
 SETTINGS = EvalSettings(trials=2, cpu_threads=0).worker_settings("cpu")

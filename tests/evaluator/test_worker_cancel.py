@@ -12,8 +12,8 @@ import struct
 import pytest
 
 from stark_mcp.evaluator.common import wire
-from stark_mcp.evaluator.settings import EvalSettings
-from stark_mcp.evaluator.workers import WorkerClient
+from stark_mcp.evaluator.host.settings import EvalSettings
+from stark_mcp.evaluator.host.worker_handles import WorkerClient
 
 pytestmark = pytest.mark.anyio
 

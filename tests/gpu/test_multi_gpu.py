@@ -24,7 +24,7 @@ import pytest
 import torch
 
 from stark_mcp.evaluator import EvalSettings, Evaluator
-from stark_mcp.evaluator.pool import Lease
+from stark_mcp.evaluator.host.slot_pool import Lease
 from stark_mcp.problems import load_problem
 from stark_mcp.records import Evaluation, Status
 

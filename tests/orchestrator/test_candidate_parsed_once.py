@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from stark_mcp.evaluator import Evaluator
-from stark_mcp.evaluator.candidate import Candidate
+from stark_mcp.evaluator.host.candidate import Candidate
 from stark_mcp.orchestrator.run_service import RunService
 from stark_mcp.orchestrator.session import evaluate_on
 from stark_mcp.problems import problem_from_source, source_hash

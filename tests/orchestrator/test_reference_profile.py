@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from stark_mcp.config import Settings
-from stark_mcp.evaluator import EvalSettings, profiles
+from stark_mcp.evaluator import EvalSettings
+from stark_mcp.evaluator.host import profile_reports
 from stark_mcp.orchestrator.run_service import RunService
 from stark_mcp.problems import problem_from_source, source_hash
 from stark_mcp.records import Evaluation, Status, TimingStats
@@ -30,7 +31,7 @@ class SlowProfiler:
     async def profile(self, problem, source, device="auto", settings=None, progress=None):
         self.calls.append(problem.hash)
         await asyncio.sleep(0.3)
-        return profiles.unavailable(f"profile #{len(self.calls)} of {problem.name}")
+        return profile_reports.unavailable(f"profile #{len(self.calls)} of {problem.name}")
 
 
 def _root() -> Evaluation:
@@ -70,7 +71,7 @@ async def test_a_failed_reference_profile_is_taken_again_by_the_next_run(tmp_pat
             self.calls.append(problem.hash)
             if len(self.calls) == 1:
                 raise RuntimeError("the machine said no")
-            return profiles.unavailable("second try")
+            return profile_reports.unavailable("second try")
 
     profiler = Failing()
     problem = problem_from_source(PROBLEM, name="p")
@@ -115,7 +116,7 @@ class HeldProfiler(SlowProfiler):
         source = getattr(source, "source", source)
         self.calls.append(source)
         await self.release.wait()
-        return profiles.unavailable(f"profile of {source_hash(source)[:8]}")
+        return profile_reports.unavailable(f"profile of {source_hash(source)[:8]}")
 
 
 async def _gpu_run(store: Store, profiler: HeldProfiler):

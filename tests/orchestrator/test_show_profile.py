@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 
 from stark_mcp.cli import app
 from stark_mcp.config import Settings
-from stark_mcp.evaluator import profiles
+from stark_mcp.evaluator.host import profile_reports
 from stark_mcp.problems import problem_from_source
 from stark_mcp.records import Action, Evaluation, Status, TimingStats
 from stark_mcp.store import Store
@@ -27,7 +27,7 @@ def _passed(ms: float) -> Evaluation:
 
 async def _recorded_run(home: Path) -> str:
     recorded = (SAMPLES / "ncu_raw.csv").read_text()
-    report = profiles.from_answer({"source": "ncu", "report": recorded}, None, 40, 9.0)
+    report = profile_reports.from_answer({"source": "ncu", "report": recorded}, None, 40, 9.0)
     async with await Store.open(Settings(home=home).database) as store:
         run = await store.create_run(
             problem=problem_from_source(PROBLEM, name="p"),
@@ -39,7 +39,7 @@ async def _recorded_run(home: Path) -> str:
         )
         await store.add_node(run.id, parent_id="n0", action=Action.PLAN, source="s", evaluation=_passed(1.0))
         await store.add_profile(run.id, "n1", report)
-        await store.add_profile(run.id, "n0", profiles.unavailable("profiling needs a GPU"))
+        await store.add_profile(run.id, "n0", profile_reports.unavailable("profiling needs a GPU"))
     return run.id
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from stark_mcp.evaluator import Evaluator
-from stark_mcp.evaluator.dependencies import evaluator_digest
+from stark_mcp.evaluator.host.verdict_dependencies import evaluator_digest
 from stark_mcp.orchestrator.run_service import RunService
 from stark_mcp.orchestrator.verify import EXIT_DOES_NOT_HOLD, EXIT_HOLDS, read_evidence
 from stark_mcp.records import Node, RunRecord

@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 
 from stark_mcp.evaluator import EvalSettings, Evaluator, EvaluatorError
-from stark_mcp.evaluator.gpus import choose_gpus, parse_gpus, visible_physical
-from stark_mcp.evaluator.pool import Lease, PoolExhausted, Slot, SlotPool
-from stark_mcp.evaluator.probe import DeviceInfo
-from stark_mcp.evaluator.workers import WorkerCrashed
+from stark_mcp.evaluator.host.device_probe import DeviceInfo
+from stark_mcp.evaluator.host.gpu_choice import choose_gpus, parse_gpus, visible_physical
+from stark_mcp.evaluator.host.slot_pool import Lease, PoolExhausted, Slot, SlotPool
+from stark_mcp.evaluator.host.worker_handles import WorkerCrashed
 from stark_mcp.problems import load_problem
 from stark_mcp.records import Status
 from tests.toolchain import shared_toolchain

@@ -16,7 +16,7 @@ import pytest
 from stark_mcp.bench import BenchPlan, BenchSpec, plan_bench, run_bench
 from stark_mcp.config import Settings
 from stark_mcp.evaluator import EvalSettings
-from stark_mcp.evaluator.ray_executor import RayExecutor
+from stark_mcp.evaluator.host.ray_executor import RayExecutor
 from stark_mcp.llm import ScriptedBackend
 from stark_mcp.orchestrator.run_service import RunService
 from stark_mcp.orchestrator.session import open_service

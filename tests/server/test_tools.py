@@ -11,7 +11,7 @@ import pytest
 from mcp import Client
 
 from stark_mcp.config import Settings
-from stark_mcp.evaluator import profiles
+from stark_mcp.evaluator.host import profile_reports
 from stark_mcp.orchestrator.inputs import MAX_SOURCE_BYTES
 from stark_mcp.store import Store
 
@@ -369,7 +369,7 @@ async def test_profile_kernel_on_the_cpu_reports_why_and_is_kept(served: Served)
         assert "n404" in missing
 
         recorded = (Path(__file__).resolve().parents[1] / "fixtures" / "profiles" / "ncu_raw.csv").read_text()
-        report = profiles.from_answer({"source": "ncu", "report": recorded}, None, 40, 9.0)
+        report = profile_reports.from_answer({"source": "ncu", "report": recorded}, None, 40, 9.0)
         async with await Store.open(Settings(home=served.home).database) as other:
             await other.add_profile(served.run_id, "n0", report)
         shown = ok(await client.call_tool("get_node", {"run_id": served.run_id, "node_id": "n0"}))

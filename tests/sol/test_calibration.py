@@ -84,7 +84,7 @@ def test_counts_are_kept_per_problem_hash(tmp_path: Path) -> None:
 
 
 def test_signed_entries_that_do_not_verify_are_ignored(tmp_path: Path) -> None:
-    from stark_mcp.evaluator.integrity import Integrity
+    from stark_mcp.evaluator.host.integrity import Integrity
 
     signer = Integrity(tmp_path / "cache")
     cache = CountsCache(tmp_path, signer)

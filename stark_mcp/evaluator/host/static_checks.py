@@ -7,7 +7,7 @@ import re
 from dataclasses import dataclass, field
 
 from stark_mcp import python_ast
-from stark_mcp.evaluator.kernels import cuda_kernel_names, triton_kernel_names
+from stark_mcp.evaluator.host.own_kernels import cuda_kernel_names, triton_kernel_names
 from stark_mcp.problems.loading import top_level_names
 from stark_mcp.records import Status
 

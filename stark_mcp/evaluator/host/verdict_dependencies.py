@@ -19,13 +19,13 @@ import re
 from collections.abc import Iterable
 from pathlib import Path
 
-from stark_mcp.evaluator import probe
-from stark_mcp.evaluator.probe import DeviceInfo
-from stark_mcp.evaluator.settings import ADVISORY_FIELDS, EvalSettings
+from stark_mcp.evaluator.host import device_probe
+from stark_mcp.evaluator.host.device_probe import DeviceInfo
+from stark_mcp.evaluator.host.settings import ADVISORY_FIELDS, EvalSettings
 from stark_mcp.problems.user_files import user_files
 from stark_mcp.records import Dependencies
 
-PACKAGE = Path(__file__).resolve().parents[1]  # stark_mcp/
+PACKAGE = Path(__file__).resolve().parents[2]  # stark_mcp/
 EVALUATOR_SOURCES = ("evaluator", "sol")  # folders under the package whose code makes verdicts
 DRIVER_FILE = Path("/proc/driver/nvidia/version")
 
@@ -45,12 +45,12 @@ def evaluator_digest() -> str:
 # Once per process, like the digest (a torch upgraded under a running server is seen when it restarts).
 @functools.cache
 def torch_version() -> str:
-    return probe.torch_version()
+    return device_probe.torch_version()
 
 
 @functools.cache
 def cuda_version() -> str | None:
-    values = probe.torch_build() or {}
+    values = device_probe.torch_build() or {}
     cuda = values.get("cuda") or values.get("hip")
     return str(cuda) if cuda else None
 

@@ -9,21 +9,21 @@ candidate still agrees with eager measured beside it.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence, Set
 from pathlib import Path
-from typing import Any
 
 from stark_mcp.device import Device
-from stark_mcp.evaluator import assemble
-from stark_mcp.evaluator.cache import BaselineCache
 from stark_mcp.evaluator.common import wire
-from stark_mcp.evaluator.dependencies import stack_tag
 from stark_mcp.evaluator.errors import EvaluatorError
-from stark_mcp.evaluator.integrity import Integrity
-from stark_mcp.evaluator.parent_devices import ParentDevices, raise_problem_error
-from stark_mcp.evaluator.probe import DeviceInfo
+from stark_mcp.evaluator.host import worker_results
+from stark_mcp.evaluator.host.device_probe import DeviceInfo
+from stark_mcp.evaluator.host.devices import ParentDevices, raise_problem_error
+from stark_mcp.evaluator.host.integrity import Integrity
+from stark_mcp.evaluator.host.settings import BASELINE_NAMES, EvalSettings
+from stark_mcp.evaluator.host.signed_caches import BaselineCache, BaselineEntry, BaselineShape
+from stark_mcp.evaluator.host.timing_stats import timing_stats
+from stark_mcp.evaluator.host.verdict_dependencies import stack_tag
 from stark_mcp.evaluator.sandbox.launch import unreadable_root
-from stark_mcp.evaluator.settings import BASELINE_NAMES, EvalSettings
-from stark_mcp.evaluator.stats import timing_stats
 from stark_mcp.problems import Problem, ProblemError
 from stark_mcp.progress import Progress
 from stark_mcp.records import TimingStats
@@ -86,7 +86,7 @@ class ParentBaselines:
         progress: Progress | None = None,
     ) -> dict[str, TimingStats]:
         per_shape = await self.baseline_shapes(problem, device, which, progress)
-        return {n: assemble.aggregate(list(per.values())) for n, per in per_shape.items()}
+        return {n: worker_results.aggregate(list(per.values())) for n, per in per_shape.items()}
 
     async def baseline_shapes(
         self,
@@ -96,7 +96,7 @@ class ParentBaselines:
         progress: Progress | None = None,
     ) -> dict[str, dict[str, TimingStats]]:
         """Like ``baselines``, per declared shape (name -> shape label -> stats): what it takes to
-        add a baseline timed later to evaluations made before it (``assemble.with_baselines``)."""
+        add a baseline timed later to evaluations made before it (``worker_results.with_baselines``)."""
         info = await self.devices.device(device)
         entries = await self._baseline_entries(
             problem, info, which, self.settings, progress, time_missing=True
@@ -108,7 +108,7 @@ class ParentBaselines:
         problem: Problem,
         info: DeviceInfo,
         s: EvalSettings,
-        result: assemble.WorkerResult,
+        result: worker_results.WorkerResult,
         wait: bool = True,
     ) -> dict[str, dict[str, TimingStats]]:
         """Cached compile baselines, re-timed when eager then and eager now disagree; with
@@ -131,7 +131,7 @@ class ParentBaselines:
                 )
             )
             for name in sorted(stale):
-                if not _agrees(entries.get(name, {}), eager_now):
+                if not _agrees(entries.get(name), eager_now):
                     result.findings.append(
                         f"{name}: the cached and re-timed figures both disagree with eager "
                         "measured beside the candidate by more than 10%"
@@ -142,12 +142,12 @@ class ParentBaselines:
         self,
         problem: Problem,
         info: DeviceInfo,
-        which: Any,
+        which: Sequence[str] | None,
         settings: EvalSettings,
         progress: Progress | None,
         time_missing: bool,
-        stale: set[str] = frozenset(),
-    ) -> dict[str, dict[str, Any]]:  # type: ignore[assignment]
+        stale: Set[str] = frozenset(),
+    ) -> dict[str, BaselineEntry]:
         names = list(settings.baselines if which is None else which)
         unknown = [n for n in names if n not in BASELINE_NAMES]
         if unknown:
@@ -174,7 +174,7 @@ class ParentBaselines:
 
     async def _time_baseline(
         self, problem: Problem, info: DeviceInfo, name: str, settings: EvalSettings
-    ) -> dict[str, Any]:
+    ) -> BaselineEntry:
         answer = await self.devices.command(
             info,
             problem,
@@ -184,36 +184,36 @@ class ParentBaselines:
             settings.baseline_timeout_s + 120,
         )
         if isinstance(answer, wire.BaselineMissing):
-            return {"missing": answer.message[:3000]}
+            return BaselineEntry(missing=answer.message[:3000])
         assert isinstance(answer, wire.Baseline)
         try:
             shapes = [
-                {
-                    "label": str(s["label"]),
-                    "stats": timing_stats(s["samples_ms"]).model_dump(mode="json"),
-                    "eager": timing_stats(s["eager_ms"]).model_dump(mode="json"),
-                }
+                BaselineShape(
+                    label=str(s["label"]),
+                    stats=timing_stats(s["samples_ms"]),
+                    eager=timing_stats(s["eager_ms"]),
+                )
                 for s in answer.shapes
             ]
         except (KeyError, TypeError, ValueError) as exc:
-            return {"missing": f"{name}: invalid timing answer: {exc}"}
-        return {"shapes": shapes, "mode": answer.mode, "first_calls_s": answer.first_calls_s}
+            return BaselineEntry(missing=f"{name}: invalid timing answer: {exc}")
+        return BaselineEntry(shapes=shapes, mode=answer.mode, first_calls_s=answer.first_calls_s)
 
 
-def _agrees(entry: dict[str, Any], eager_now: dict[str, float]) -> bool:
-    if "shapes" not in entry:
+def _agrees(entry: BaselineEntry | None, eager_now: dict[str, float]) -> bool:
+    if entry is None or entry.shapes is None:
         return True  # a missing baseline has nothing to validate
-    for shape in entry["shapes"]:
-        now = eager_now.get(shape["label"])
-        then = shape.get("eager", {}).get("median_ms")
+    for shape in entry.shapes:
+        now = eager_now.get(shape.label)
+        then = shape.eager.median_ms if shape.eager is not None else None
         if now is None or not then or abs(then / now - 1.0) > STALE_BASELINE:
             return False
     return True
 
 
-def _shape_stats(entries: dict[str, dict[str, Any]]) -> dict[str, dict[str, TimingStats]]:
-    out: dict[str, dict[str, TimingStats]] = {}
-    for name, entry in entries.items():
-        if "shapes" in entry:
-            out[name] = {s["label"]: TimingStats.model_validate(s["stats"]) for s in entry["shapes"]}
-    return out
+def _shape_stats(entries: dict[str, BaselineEntry]) -> dict[str, dict[str, TimingStats]]:
+    return {
+        name: {s.label: s.stats for s in entry.shapes}
+        for name, entry in entries.items()
+        if entry.shapes is not None
+    }

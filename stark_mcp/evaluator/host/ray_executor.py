@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
-import os
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -26,13 +25,15 @@ from pydantic import TypeAdapter, ValidationError
 from stark_mcp.config import default_toolchain_dir
 from stark_mcp.device import Device
 from stark_mcp.errors import StarkError
-from stark_mcp.evaluator.candidate import Candidate
 from stark_mcp.evaluator.common.outside_tools import ToolPaths
 from stark_mcp.evaluator.errors import EvaluatorError
-from stark_mcp.evaluator.pool import Slot, SlotPool
+from stark_mcp.evaluator.host.candidate import Candidate
+from stark_mcp.evaluator.host.device_probe import DeviceInfo
+from stark_mcp.evaluator.host.ray_actor import ActorDescription, BuildAnswer, EvaluationActor, build_on_node
+from stark_mcp.evaluator.host.settings import EvalSettings
+from stark_mcp.evaluator.host.slot_pool import Slot, SlotPool
 from stark_mcp.evaluator.sandbox.levels import IsolationInfo, SandboxPolicy
-from stark_mcp.evaluator.settings import EvalSettings
-from stark_mcp.problems import Problem, ProblemError, source_hash
+from stark_mcp.problems import Problem, ProblemError
 from stark_mcp.progress import Progress
 from stark_mcp.records import Evaluation, ProfileReport, TimingStats
 
@@ -60,173 +61,14 @@ def _problem_text(problem: Problem) -> str:
     return problem.model_dump_json(exclude={"hash"})
 
 
-def _error_text(exc: StarkError) -> str:
-    name = "ProblemError" if isinstance(exc, ProblemError) else "EvaluatorError"
-    return json.dumps({"error": name, "message": str(exc)})
-
-
-class EvaluationActor:
-    """Runs inside a Ray actor: an ``Evaluator`` on this actor's device, answering in JSON text."""
-
-    def __init__(
-        self,
-        cache_dir: str,
-        settings: str,
-        hidden: list[str],
-        policy: str,
-        device: str,
-        tools: str,
-        toolchain_dir: str,
-    ) -> None:
-        from stark_mcp.evaluator.service import Evaluator
-
-        self.device = device
-        self.evaluator = Evaluator(
-            Path(cache_dir),
-            EvalSettings.model_validate_json(settings),
-            toolchain_dir=Path(toolchain_dir),
-            hidden=[Path(h) for h in hidden],
-            policy=SandboxPolicy.from_json(policy),
-            tool_paths=ToolPaths.from_json(tools),
-        )
-        self.evaluator.integrity.key  # noqa: B018  the node's signing key exists before any build task races for it
-
-    async def describe(self) -> str:
-        import ray
-
-        await self.evaluator.__aenter__()
-        info = await self.evaluator.device_info(self.device)
-        return json.dumps(
-            {
-                "pid": os.getpid(),
-                "node": ray.get_runtime_context().get_node_id(),
-                "device": info.kind,
-                "info": dataclasses.asdict(info),
-            }
-        )
-
-    async def isolation(self) -> str:
-        return json.dumps(dataclasses.asdict(await self.evaluator.isolation()))
-
-    async def check_problem(self, problem: str) -> str:
-        try:
-            await self.evaluator.check_problem(Problem.model_validate_json(problem), device=self.device)
-        except StarkError as exc:
-            return _error_text(exc)
-        return "{}"
-
-    async def baselines(self, problem: str, which: list[str] | None) -> str:
-        try:
-            found = await self.evaluator.baselines(
-                Problem.model_validate_json(problem), device=self.device, which=which
-            )
-        except StarkError as exc:
-            return _error_text(exc)
-        return json.dumps({name: stats.model_dump(mode="json") for name, stats in found.items()})
-
-    async def evaluate(
-        self,
-        problem: str,
-        source: str,
-        settings: str | None,
-        use_cache: bool,
-        wait_for_baselines: bool = True,
-    ) -> str:
-        try:
-            evaluation = await self.evaluator.evaluate(
-                Problem.model_validate_json(problem),
-                source,
-                device=self.device,
-                settings=EvalSettings.model_validate_json(settings) if settings else None,
-                use_cache=use_cache,
-                wait_for_baselines=wait_for_baselines,
-            )
-        except StarkError as exc:
-            return _error_text(exc)
-        return evaluation.model_dump_json()
-
-    async def baseline_shapes(self, problem: str, which: list[str] | None) -> str:
-        try:
-            found = await self.evaluator.baseline_shapes(
-                Problem.model_validate_json(problem), device=self.device, which=which
-            )
-        except StarkError as exc:
-            return _error_text(exc)
-        return json.dumps(
-            {
-                name: {label: st.model_dump(mode="json") for label, st in by.items()}
-                for name, by in found.items()
-            }
-        )
-
-    async def profile(self, problem: str, source: str | None, settings: str | None) -> str:
-        try:
-            report = await self.evaluator.profile(
-                Problem.model_validate_json(problem),
-                source,
-                device=self.device,
-                settings=EvalSettings.model_validate_json(settings) if settings else None,
-            )
-        except StarkError as exc:
-            return _error_text(exc)
-        return report.model_dump_json()
-
-    async def close(self) -> None:
-        await self.evaluator.__aexit__(None, None, None)
-
-
-def build_on_node(
-    cache_dir: str,
-    toolchain_dir: str,
-    source: str,
-    info: dict[str, Any],
-    timeout: float,
-    policy: str,
-    hidden: list[str],
-) -> str:
-    """A Ray CPU task: build ``source`` into this node's build cache, where its actors look for it.
-    Its builder is started by bubblewrap: Ray keeps a task's process for later tasks, and a zygote
-    started here would outlive the task."""
-    from stark_mcp.evaluator.builds import BuildCache
-    from stark_mcp.evaluator.extensions import ExtensionCache
-    from stark_mcp.evaluator.integrity import Integrity
-    from stark_mcp.evaluator.probe import DeviceInfo
-    from stark_mcp.evaluator.sandbox.levels import detect
-
-    root = Path(cache_dir)
-    integrity = Integrity(root)
-    cache = BuildCache(
-        root / "builds",
-        integrity,
-        # this task's event loop ends with the build: background work would die unfinished
-        ExtensionCache(root / "extensions", Path(toolchain_dir), integrity, background_pch=False),
-        hidden=hidden,
-    )
-    outcome = asyncio.run(
-        cache.build(
-            source, source_hash(source), DeviceInfo(**info), timeout, detect(SandboxPolicy.from_json(policy))
-        )
-    )
-    return json.dumps(
-        {
-            "ok": outcome.ok,
-            "status": outcome.status.value if outcome.status else None,
-            "reason": outcome.reason,
-            "message": outcome.message,
-            "logs": outcome.logs,
-            "seconds": round(outcome.seconds, 3),
-        }
-    )
-
-
 @dataclasses.dataclass
 class _Actor:
     """A pool slot's actor, replaced when it dies (the slot stays; Ray finds it a GPU again)."""
 
-    handle: Any = None
+    handle: Any = None  # a Ray actor handle (Ray's types are not ours to name)
     node: str = ""
     pid: int = 0
-    info: dict[str, Any] = dataclasses.field(default_factory=dict)
+    info: DeviceInfo | None = None  # None until it described itself
 
 
 class RayExecutor:
@@ -259,7 +101,7 @@ class RayExecutor:
         self._pool: SlotPool[_Actor] | None = None
         self._actor_class: Any = None
         self._build_task: Any = None
-        self._actor_options: dict[str, Any] = {}
+        self._actor_options: dict[str, int] = {}  # Ray's resources for one actor
 
     # -- lifetime ------------------------------------------------------------------------------------
     async def __aenter__(self) -> RayExecutor:
@@ -286,7 +128,7 @@ class RayExecutor:
         except BaseException:
             await self._close(slots)
             raise
-        models = {slot.handle.info["name"] for slot in slots}
+        models = {slot.handle.info.name for slot in slots if slot.handle.info is not None}
         if len(models) > 1:
             await self._close(slots)
             raise EvaluatorError(
@@ -325,14 +167,12 @@ class RayExecutor:
         except self._ray.exceptions.RayError as exc:
             raise EvaluatorError(f"a Ray evaluation actor did not start: {exc}") from None
         try:
-            described = json.loads(text)
-            info = dict(described["info"])
-            node, pid = str(described["node"]), int(described["pid"])
-        except (ValueError, KeyError, TypeError) as exc:
-            raise EvaluatorError(f"a Ray evaluation actor described itself wrongly: {exc}") from None
-        actor_fields = {"handle": handle, "node": node, "pid": pid, "info": info}
-        for name, value in actor_fields.items():
-            setattr(actor, name, value)
+            described = ActorDescription.model_validate_json(text)
+        except ValidationError as exc:
+            message = exc.errors()[0]["msg"]
+            raise EvaluatorError(f"a Ray evaluation actor described itself wrongly: {message}") from None
+        actor.handle, actor.node, actor.pid = handle, described.node, described.pid
+        actor.info = described.info
 
     async def _close(self, slots: list[Slot[_Actor]]) -> None:
         for slot in slots:
@@ -531,33 +371,39 @@ class RayExecutor:
                 counts[slot.handle.node] = counts.get(slot.handle.node, 0) + (0 if slot.busy else 1)
         node = max(counts, key=lambda n: counts[n]) if counts else ray.get_runtime_context().get_node_id()
         info = next((slot.handle.info for slot in live if slot.handle.node == node), live[0].handle.info)
+        assert info is not None  # every live actor described itself when it started
         task = self._build_task.options(scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=False))
         text = await task.remote(
-            str(self.cache_dir), str(self.toolchain_dir), candidate.source, info, s.build_timeout_s,
+            str(self.cache_dir), str(self.toolchain_dir), candidate.source, dataclasses.asdict(info),
+            s.build_timeout_s,
             self.policy.to_json(), self.hidden,
         )  # fmt: skip
-        data = _object(text)
-        if data.get("ok") is True:
+        try:
+            answer = BuildAnswer.model_validate(_object(text))
+        except ValidationError as exc:
+            message = exc.errors()[0]["msg"]
+            raise EvaluatorError(f"a Ray build task sent an invalid outcome: {message}") from None
+        if answer.ok:
             return node, None
         try:
             failed = Evaluation(
-                status=data["status"],
-                reason=data.get("reason"),
-                message=str(data.get("message", "")),
-                logs={str(k): str(v) for k, v in dict(data.get("logs") or {}).items()},
+                status=answer.status,
+                reason=answer.reason,
+                message=answer.message,
+                logs=answer.logs,
                 flags=list(flags),
-                phase_seconds={"build": float(data.get("seconds") or 0.0)},
+                phase_seconds={"build": answer.seconds},
                 device=self.device,
                 device_name=self.model,
                 source_hash=candidate.hash,
                 settings_hash=s.settings_hash,
             )
-        except (KeyError, TypeError, ValueError, ValidationError) as exc:
+        except ValidationError as exc:  # a failure without a status
             raise EvaluatorError(f"a Ray build task sent an invalid outcome: {exc}") from None
         return node, failed
 
 
-def _object(text: object) -> dict[str, Any]:
+def _object(text: object) -> dict[str, Any]:  # free-form: an answer's JSON, before validation
     try:
         data = json.loads(text) if isinstance(text, str) else None
     except ValueError:
@@ -569,6 +415,6 @@ def _object(text: object) -> dict[str, Any]:
     return data
 
 
-def _raise_error(data: dict[str, Any]) -> None:
+def _raise_error(data: dict[str, Any]) -> None:  # free-form: an answer's JSON, before validation
     if "error" in data:
         raise _ERRORS.get(str(data["error"]), EvaluatorError)(str(data.get("message", "")))

@@ -2,13 +2,13 @@
 
 It resolves the device, answers from the signed result cache, shares identical in-flight
 evaluations, builds candidates in sandboxed builders on a CPU pool, and hands device work to a free
-trusted worker of the device's pool (one warm process per chosen GPU, ``workers.py``, leased whole
-by ``pool.py``), which runs the candidate in its own jail. See docs/evaluator.md and docs/scale.md.
+trusted worker of the device's pool (one warm process per chosen GPU, ``worker_handles.py``, leased whole
+by ``slot_pool.py``), which runs the candidate in its own jail. See docs/evaluator.md and docs/scale.md.
 
 ``Evaluator`` owns the caches and the parent's parts, each a module of its own, and delegates:
-``parent_devices.py`` (devices, isolation, the workers and their commands), ``parent_staging.py``
-(builds and the candidate's file), ``parent_baselines.py`` (problem checks, baselines),
-``parent_evaluation.py`` (``evaluate``, the SOL record), ``parent_profiles.py`` (profiles and the
+``devices.py`` (devices, isolation, the workers and their commands), ``staging.py``
+(builds and the candidate's file), ``baselines.py`` (problem checks, baselines),
+``evaluation.py`` (``evaluate``, the SOL record), ``profile_runs.py`` (profiles and the
 sanitizer after the verdict, profiles on demand).
 """
 
@@ -21,25 +21,25 @@ from pathlib import Path
 
 from stark_mcp.config import default_toolchain_dir
 from stark_mcp.device import Device
-from stark_mcp.evaluator.builds import BuildCache, builder_cpus
-from stark_mcp.evaluator.candidate import Candidate
 from stark_mcp.evaluator.common.outside_tools import ToolPaths
-from stark_mcp.evaluator.extensions import ExtensionCache
-from stark_mcp.evaluator.gpus import parse_gpus
-from stark_mcp.evaluator.integrity import Integrity
-from stark_mcp.evaluator.parent_baselines import ParentBaselines
-from stark_mcp.evaluator.parent_devices import ParentDevices
-from stark_mcp.evaluator.parent_evaluation import ParentEvaluation
-from stark_mcp.evaluator.parent_profiles import ParentProfiles
-from stark_mcp.evaluator.parent_staging import ParentStaging
-from stark_mcp.evaluator.pool import SlotPool
-from stark_mcp.evaluator.prepare import warmup_requests
-from stark_mcp.evaluator.probe import DeviceInfo, Prober
+from stark_mcp.evaluator.host.baselines import ParentBaselines
+from stark_mcp.evaluator.host.candidate import Candidate
+from stark_mcp.evaluator.host.candidate_builds import BuildCache, builder_cpus
+from stark_mcp.evaluator.host.device_probe import DeviceInfo, Prober
+from stark_mcp.evaluator.host.devices import ParentDevices
+from stark_mcp.evaluator.host.evaluation import ParentEvaluation
+from stark_mcp.evaluator.host.extension_builds import ExtensionCache
+from stark_mcp.evaluator.host.gpu_choice import parse_gpus
+from stark_mcp.evaluator.host.integrity import Integrity
+from stark_mcp.evaluator.host.prepare import warmup_requests
+from stark_mcp.evaluator.host.profile_runs import ParentProfiles
+from stark_mcp.evaluator.host.settings import EvalSettings
+from stark_mcp.evaluator.host.slot_pool import SlotPool
+from stark_mcp.evaluator.host.sol_floor import SolFloors
+from stark_mcp.evaluator.host.staging import ParentStaging
+from stark_mcp.evaluator.host.worker_handles import WorkerClient
 from stark_mcp.evaluator.sandbox.env import scrub_env
 from stark_mcp.evaluator.sandbox.levels import IsolationInfo, SandboxPolicy
-from stark_mcp.evaluator.settings import EvalSettings
-from stark_mcp.evaluator.sol_floor import SolFloors
-from stark_mcp.evaluator.workers import WorkerClient
 from stark_mcp.problems import Problem
 from stark_mcp.progress import Progress
 from stark_mcp.records import Evaluation, ProfileReport, TimingStats
@@ -130,7 +130,7 @@ class Evaluator:
         await self.extensions.settle()
         return notes
 
-    # -- devices and isolation: ``parent_devices.py`` ------------------------------------------------
+    # -- devices and isolation: ``devices.py`` ------------------------------------------------
     async def resolve_device(self, device: Device | str = Device.AUTO) -> Device:
         """``auto`` -> cuda or cpu. The first call may start the probe process: off the event loop."""
         return await self.devices.resolve_device(device)
@@ -157,7 +157,7 @@ class Evaluator:
     def pool(self, info: DeviceInfo) -> SlotPool[WorkerClient]:
         return self.devices.pool(info)
 
-    # -- problems and baselines: ``parent_baselines.py`` ---------------------------------------------
+    # -- problems and baselines: ``baselines.py`` ---------------------------------------------
     async def check_problem(self, problem: Problem, device: Device | str = Device.AUTO) -> None:
         """Import, build the reference, generate inputs for every shape, run it, check it fits."""
         await self.baseline_timing.check_problem(problem, device)
@@ -181,7 +181,7 @@ class Evaluator:
         """Like ``baselines``, per declared shape (name -> shape label -> stats)."""
         return await self.baseline_timing.baseline_shapes(problem, device, which, progress)
 
-    # -- evaluation and its SOL record: ``parent_evaluation.py`` -------------------------------------
+    # -- evaluation and its SOL record: ``evaluation.py`` -------------------------------------
     async def evaluate(
         self,
         problem: Problem,
@@ -203,7 +203,7 @@ class Evaluator:
         """The SOL record of a time measured outside ``evaluate``, or None; never a verdict."""
         return await self.evaluation.sol_of(problem, evaluation, device)
 
-    # -- profiles: ``parent_profiles.py`` ------------------------------------------------------------
+    # -- profiles: ``profile_runs.py`` ------------------------------------------------------------
     async def profile(
         self,
         problem: Problem,

@@ -2,7 +2,7 @@
 
 ``Executor`` is what a caller may use; two implementations keep it:
 - ``local``: ``Evaluator`` itself (``service.py``), one trusted worker per chosen GPU of this host,
-  leased whole by ``pool.py``, builds on a CPU pool of this host;
+  leased whole by ``slot_pool.py``, builds on a CPU pool of this host;
 - ``ray``: ``RayExecutor`` (``ray_executor.py``), the same ``Evaluator`` inside one Ray actor per GPU
   of a cluster, builds as Ray CPU tasks, results back as validated records.
 Callers choose one only where they are constructed (``open_executor``); nothing else changes.
@@ -15,10 +15,10 @@ from pathlib import Path
 from typing import Literal, Protocol, runtime_checkable
 
 from stark_mcp.device import Device
-from stark_mcp.evaluator.candidate import Candidate
 from stark_mcp.evaluator.common.outside_tools import ToolPaths
+from stark_mcp.evaluator.host.candidate import Candidate
+from stark_mcp.evaluator.host.settings import EvalSettings
 from stark_mcp.evaluator.sandbox.levels import IsolationInfo, SandboxPolicy
-from stark_mcp.evaluator.settings import EvalSettings
 from stark_mcp.problems import Problem
 from stark_mcp.progress import Progress
 from stark_mcp.records import Evaluation, ProfileReport, TimingStats
@@ -106,13 +106,13 @@ def open_executor(
 ) -> Executor:
     """The executor ``kind`` over ``cache_dir`` (not entered yet: use it as ``async with``)."""
     if kind == "ray":
-        from stark_mcp.evaluator.ray_executor import RayExecutor
+        from stark_mcp.evaluator.host.ray_executor import RayExecutor
 
         return RayExecutor(
             cache_dir, settings, hidden=hidden, policy=policy, tool_paths=tool_paths, address=ray_address,
             toolchain_dir=toolchain_dir,
         )  # fmt: skip
-    from stark_mcp.evaluator.service import Evaluator
+    from stark_mcp.evaluator.host.service import Evaluator
 
     return Evaluator(
         cache_dir, settings, hidden=hidden, policy=policy, tool_paths=tool_paths, gpus=gpus,

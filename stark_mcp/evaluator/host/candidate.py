@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 from functools import cached_property
 
 from stark_mcp import python_ast
-from stark_mcp.evaluator.kernels import own_kernel_names
-from stark_mcp.evaluator.static_checks import StaticResult, check_candidate
+from stark_mcp.evaluator.host.own_kernels import own_kernel_names
+from stark_mcp.evaluator.host.static_checks import StaticResult, check_candidate
 from stark_mcp.problems import source_hash
 
 

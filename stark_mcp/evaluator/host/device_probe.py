@@ -23,8 +23,8 @@ from pathlib import Path
 
 from stark_mcp import python_ast
 from stark_mcp.device import Device
-from stark_mcp.evaluator.atomic_files import write_json_atomic
 from stark_mcp.evaluator.errors import EvaluatorError
+from stark_mcp.evaluator.host.atomic_files import write_json_atomic
 from stark_mcp.evaluator.sandbox.env import scrub_env
 
 PROBE_TIMEOUT_S = 120
@@ -136,7 +136,7 @@ def run_probe_process() -> dict[str, object]:
             capture_output=True,
             text=True,
             timeout=PROBE_TIMEOUT_S,
-            # The workers number GPUs in PCI bus order (workers.py); the probe must agree.
+            # The workers number GPUs in PCI bus order (worker_handles.py); the probe must agree.
             env={**scrub_env(os.environ), "CUDA_DEVICE_ORDER": "PCI_BUS_ID"},
             stdin=subprocess.DEVNULL,
             start_new_session=True,

@@ -1,8 +1,8 @@
 """The parent's devices and their trusted workers, for ``Evaluator`` (``service.py``).
 
 Which device an evaluation runs on (one GPU model per process), the sandbox level found here, the
-pool of warm trusted workers per device (one per chosen GPU, ``workers.py``, leased whole by
-``pool.py``), this process's zygote, a worker started ahead of the evaluation that needs it, and
+pool of warm trusted workers per device (one per chosen GPU, ``worker_handles.py``, leased whole by
+``slot_pool.py``), this process's zygote, a worker started ahead of the evaluation that needs it, and
 one worker command on a free worker. Every other part of the parent reaches a worker through
 ``ParentDevices.command``.
 """
@@ -17,25 +17,26 @@ import json
 import os
 import shutil
 import tempfile
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 from stark_mcp.device import Device
-from stark_mcp.evaluator.candidate import Candidate
 from stark_mcp.evaluator.common import wire
 from stark_mcp.evaluator.common.outside_tools import ToolPaths
-from stark_mcp.evaluator.dependencies import dependencies
 from stark_mcp.evaluator.errors import EvaluatorError
-from stark_mcp.evaluator.gpus import GpuChoice, choose_gpus, visible_physical
-from stark_mcp.evaluator.pool import Slot, SlotPool
-from stark_mcp.evaluator.priority import in_background
-from stark_mcp.evaluator.probe import DeviceInfo, Prober
+from stark_mcp.evaluator.host.candidate import Candidate
+from stark_mcp.evaluator.host.device_probe import DeviceInfo, Prober
+from stark_mcp.evaluator.host.gpu_choice import GpuChoice, choose_gpus, visible_physical
+from stark_mcp.evaluator.host.priority import in_background
+from stark_mcp.evaluator.host.settings import EvalSettings
+from stark_mcp.evaluator.host.slot_pool import Slot, SlotPool
+from stark_mcp.evaluator.host.verdict_dependencies import dependencies
+from stark_mcp.evaluator.host.worker_handles import WorkerClient, WorkerCrashed
 from stark_mcp.evaluator.sandbox.cgroups import remove_own, sweep_stale
 from stark_mcp.evaluator.sandbox.env import scrub_env
 from stark_mcp.evaluator.sandbox.forked import process_zygote
 from stark_mcp.evaluator.sandbox.levels import IsolationInfo, IsolationUnavailable, SandboxPolicy, detect
-from stark_mcp.evaluator.settings import EvalSettings
-from stark_mcp.evaluator.workers import WorkerClient, WorkerCrashed
 from stark_mcp.problems import Problem, ProblemError
 from stark_mcp.problems.user_files import digest_bytes, user_files
 from stark_mcp.records import Dependencies
@@ -112,7 +113,7 @@ class ParentDevices:
     async def dependencies(
         self, problem: Problem, info: DeviceInfo, settings: EvalSettings, source: Candidate | None = None
     ) -> Dependencies:
-        """What a verdict on ``problem`` (and ``source``) depends on here (``dependencies.py``)."""
+        """What a verdict on ``problem`` (and ``source``) depends on here (``verdict_dependencies.py``)."""
         isolation = await self.isolation()
         roots = getattr(problem, "import_roots", ())
         texts: list[str | ast.Module] = [problem.source]
@@ -182,7 +183,7 @@ class ParentDevices:
         frame: wire.Command,
         expect: set[type[wire.Answer]],
         timeout: float,
-        progress: Any = None,
+        progress: Callable[[wire.Progress], Awaitable[None]] | None = None,
         timings: dict[str, float] | None = None,
     ) -> wire.Answer:
         """One worker command on a free worker of the pool, retried on another if its worker crashed."""

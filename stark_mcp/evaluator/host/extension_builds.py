@@ -3,8 +3,8 @@
 The builder (a jail running the candidate's import) sends each ``load_inline`` call as a request
 (``buildkit.ExtensionRequest`` as JSON). Here, in the parent:
 
-- the request is validated (types, a name that is an identifier, bounded sizes); anything else ends
-  the build with ``build_error/request``;
+- the request is validated (types, a name that is an identifier, bounded sizes:
+  ``extension_requests.py``); anything else ends the build with ``build_error/request``;
 - its ``request_key`` (normalized sources, every argument, the toolchain) names a directory of
   ``<cache>/extensions``, signed like every cache entry; a match is a hit, a mismatch is rebuilt;
 - on a miss, ``compile_main`` builds it in a **compile jail** (the sources are the candidate's, so
@@ -24,97 +24,44 @@ Only the library, the report and the log leave a compile jail, as regular files.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
-import hashlib
 import json
 import os
 import secrets
 import shutil
-import signal
 import stat
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from stark_mcp.evaluator.buildkit.request import (
     ExtensionRequest,
     Toolchain,
-    check_limits,
     flags_are_plain,
     is_cacheable,
     layout,
     request_key,
 )
-from stark_mcp.evaluator.integrity import Integrity, seal_directory, verified_directory
-from stark_mcp.evaluator.logs import trim_compiler_log
+from stark_mcp.evaluator.host.build_toolchain import (
+    COMPILE_MAIN,
+    COMPILE_MODULE,
+    detect_toolchain,
+    prime_key,
+    run_process,
+)
+from stark_mcp.evaluator.host.extension_requests import ExtensionBuild
+from stark_mcp.evaluator.host.integrity import Integrity, seal_directory, verified_directory
+from stark_mcp.evaluator.host.log_trimming import trim_compiler_log
 from stark_mcp.evaluator.sandbox import jail_dirs
 from stark_mcp.evaluator.sandbox.forked import INTERPRETER, ZygoteClient, run_trusted_module, zygote_first
 from stark_mcp.evaluator.sandbox.launch import Jail, JailSpec, Mount, inside_path, reclaim_tree
 from stark_mcp.evaluator.sandbox.levels import IsolationInfo
 
-COMPILE_MAIN = str(Path(__file__).resolve().parent / "buildkit" / "compile_main.py")
-COMPILE_MODULE = "stark_mcp.evaluator.buildkit.compile_main"  # what a compile jail runs
 PROFILE_WAIT_S = 120.0  # how long a compile jail waits for include profiles made beside it
 PCH_TIMEOUT_S = 900.0  # a background precompiled header: bounded, though no build waits for it
 KEEP = ("build_report.json", "build.log")  # besides the library, what leaves a compile jail
 LIBRARY_SUFFIX = ".so"
-
-
-class BadRequest(ValueError):
-    """A build request no honest ``load_inline`` call produces."""
-
-
-def parse_request(frame: dict[str, Any]) -> ExtensionRequest:
-    """The request inside a builder's ``build_request`` frame, or ``BadRequest`` saying why not."""
-    data = frame.get("request")
-    if not isinstance(data, dict):
-        raise BadRequest("the frame holds no request object")
-    try:
-        request = ExtensionRequest.from_json(json.dumps(data))
-        check_limits(request)
-        for name in ("with_cuda",):
-            if getattr(request, name) not in (None, True, False):
-                raise ValueError(f"{name} must be true, false or null")
-        for name in ("is_python_module", "with_pytorch_error_handling", "no_implicit_headers"):
-            if not isinstance(getattr(request, name), bool):
-                raise ValueError(f"{name} must be true or false")
-    except (TypeError, ValueError) as exc:
-        raise BadRequest(str(exc)[:500]) from None
-    return request
-
-
-@dataclass
-class ExtensionBuild:
-    """One request resolved: ``directory`` holds ``<name>.so`` when ``ok``; ``log`` when not."""
-
-    ok: bool
-    key: str
-    name: str
-    layout: str
-    directory: Path | None = None
-    log: str = ""
-    cached: bool = False
-    seconds: float = 0.0
-    primed: list[str] = field(default_factory=list)
-    report: dict[str, Any] = field(default_factory=dict)
-
-    def summary(self) -> dict[str, Any]:
-        steps = self.report.get("steps") if isinstance(self.report.get("steps"), list) else []
-        return {
-            "name": self.name,
-            "key": self.key,
-            "layout": self.layout,
-            "ok": self.ok,
-            "cached": self.cached,
-            "seconds": round(self.seconds, 3),
-            "strategy": str(self.report.get("strategy", ""))[:20],
-            "variants": sorted({str(s.get("variant"))[:20] for s in steps if isinstance(s, dict)}),
-            "fallbacks": [str(f)[:300] for f in (self.report.get("fallbacks") or [])[:8]],
-            "primed": self.primed,
-        }
 
 
 class ExtensionCache:
@@ -166,7 +113,7 @@ class ExtensionCache:
     def toolchain(self, env: dict[str, str]) -> asyncio.Task[Toolchain]:
         tag = json.dumps(env, sort_keys=True)
         if tag not in self._toolchains:
-            self._toolchains[tag] = asyncio.ensure_future(_detect_toolchain(env, self.fork))
+            self._toolchains[tag] = asyncio.ensure_future(detect_toolchain(env, self.fork))
         return self._toolchains[tag]
 
     async def resolve(
@@ -232,7 +179,7 @@ class ExtensionCache:
         """
         if not request.cuda_sources or not flags_are_plain(request):
             return None
-        key = _prime_key(request, toolchain)
+        key = prime_key(request, toolchain)
         if self._marker(key, "light").exists():
             return None
         return asyncio.ensure_future(self._prime_part(request, env, key, "light", timeout, cpus, idle=False))
@@ -250,7 +197,7 @@ class ExtensionCache:
         ``light=False``: not the include profiles (``_start_profiles`` makes them beside the compile)."""
         if not flags_are_plain(request):
             return ["not primed: flags outside the plain list"]
-        key = _prime_key(request, toolchain)
+        key = prime_key(request, toolchain)
         notes: list[str] = []
         if request.cuda_sources and light:  # the include profiles that let a .cu skip most of torch's headers
             notes += await self._prime_part(request, env, key, "light", timeout, cpus, idle=False)
@@ -309,7 +256,7 @@ class ExtensionCache:
             # of its own: cancelling kills the compilers it started, not only itself
             done = await run_trusted_module(COMPILE_MODULE, args, env, timeout) if self.fork else None
             if done is None:
-                done = await _run_process([sys.executable, "-P", COMPILE_MAIN, *args], env, work, timeout)
+                done = await run_process([sys.executable, "-P", COMPILE_MAIN, *args], env, work, timeout)
         finally:
             shutil.rmtree(work, ignore_errors=True)
         returncode, out, err = done
@@ -441,83 +388,7 @@ async def _start_logged(
         os.close(fd)
 
 
-# What this process detected, by build environment: every evaluator in it (a test suite's, a benchmark's
-# legs) builds with the same compilers and torch, so one child per environment answers for all.
-_DETECTED: dict[str, Toolchain] = {}
-DETECT_MODULE = "stark_mcp.evaluator.buildkit.detect_main"
-DETECT_TIMEOUT_S = 180.0  # importing torch, where no zygote has it imported, on a loaded machine
-
-
-async def _detect_toolchain(env: dict[str, str], fork: bool = False) -> Toolchain:
-    tag = json.dumps(env, sort_keys=True)
-    if tag not in _DETECTED:
-        _DETECTED[tag] = await _run_detection(env, fork)
-    return _DETECTED[tag]
-
-
-async def _run_detection(env: dict[str, str], fork: bool) -> Toolchain:
-    """``Toolchain.detect()`` in a child with the builds' environment, the parent never imports torch:
-    forked from this process's zygote where ``fork`` allows it, else a fresh interpreter."""
-    done = await run_trusted_module(DETECT_MODULE, [], env, DETECT_TIMEOUT_S) if fork else None
-    if done is None:
-        code = (
-            "import dataclasses, json, sys; sys.path.insert(0, sys.argv[1]); from buildkit.request import "
-            "Toolchain; print(json.dumps(dataclasses.asdict(Toolchain.detect())))"
-        )
-        argv = [sys.executable, "-P", "-c", code, str(Path(COMPILE_MAIN).parents[1])]
-        done = await _run_process(argv, env, Path("/"), DETECT_TIMEOUT_S)
-    returncode, out, err = done
-    if returncode != 0:
-        raise RuntimeError(f"detecting the build toolchain failed: {err.decode(errors='replace')[-1000:]}")
-    return Toolchain(**json.loads(out.decode().strip().splitlines()[-1]))
-
-
-async def _run_process(
-    argv: list[str], env: dict[str, str], cwd: Path, timeout: float
-) -> tuple[int, bytes, bytes]:
-    proc = await asyncio.create_subprocess_exec(
-        *argv, env=env, cwd=cwd, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-        start_new_session=True,
-    )  # fmt: skip
-    try:
-        async with asyncio.timeout(timeout):  # not wait_for: see workers._recv
-            out, err = await proc.communicate()
-    except (TimeoutError, asyncio.CancelledError):
-        _kill_group(proc.pid)  # before the wait: the group's id is still ours
-        await proc.wait()
-        raise
-    return proc.returncode or 0, out, err
-
-
-def _kill_group(pid: int) -> None:
-    try:
-        os.killpg(pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-
-
-def _prime_key(request: ExtensionRequest, toolchain: Toolchain) -> str:
-    """What decides which shared files a fast build looks for: flags, toolchain, header layout."""
-    blob = json.dumps(
-        [
-            dataclasses.asdict(toolchain),
-            request.extra_cflags,
-            request.extra_cuda_cflags,
-            request.uses_cuda,
-            request.is_python_module,
-            request.no_implicit_headers,
-            request.functions is not None,
-            layout(request),
-            [s.lstrip()[:200].split("\n", 1)[0] for s in request.cpp_sources[:1]],
-            any("torch/extension.h" in s for s in request.cuda_sources),
-        ],
-        sort_keys=True,
-    )
-    return hashlib.sha256(blob.encode()).hexdigest()[:32]
-
-
-
-def _read_json(path: Path) -> dict[str, Any]:
+def _read_json(path: Path) -> dict[str, Any]:  # free-form: a report a compile jail wrote
     try:
         data = json.loads(_read_text(path, 4 << 20, whole=True))
     except ValueError:

@@ -11,8 +11,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from stark_mcp.evaluator.candidate import Candidate
 from stark_mcp.evaluator.common.profile_parse import ProfileParseError, kernels_from_ncu, kernels_from_torch
+from stark_mcp.evaluator.host.candidate import Candidate
 from stark_mcp.records import ProfileReport
 
 NO_COUNTERS = "the torch profiler's kernel list (names, device times, launch shapes); no hardware counters"
@@ -23,7 +23,10 @@ def unavailable(reason: str, seconds: float = 0.0, shape: str = "") -> ProfileRe
 
 
 def from_answer(
-    answer: dict[str, Any], source: str | Candidate | None, launch_limit: int, seconds: float
+    answer: dict[str, Any],  # free-form: the answer's frame, read tolerating any gap
+    source: str | Candidate | None,
+    launch_limit: int,
+    seconds: float,
 ) -> ProfileReport:
     """The worker's ``profile`` answer: Nsight Compute's report, the torch profiler's list, or why
     there is neither. ``source`` (the candidate's code; None for the reference) marks own kernels."""

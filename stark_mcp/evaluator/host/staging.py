@@ -1,6 +1,6 @@
 """The parent's staging of a candidate for a worker, for ``Evaluator`` (``service.py``).
 
-A candidate that needs a build is built in a sandboxed builder (``builds.py``) on the CPU pool,
+A candidate that needs a build is built in a sandboxed builder (``candidate_builds.py``) on the CPU pool,
 one build per source at a time; then its file is written where the worker's job frame names it.
 Evaluations and on-demand profiles stage the same way.
 """
@@ -12,13 +12,13 @@ import time
 from collections import defaultdict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
 
-from stark_mcp.evaluator.builds import BuildCache
 from stark_mcp.evaluator.common import wire
-from stark_mcp.evaluator.parent_devices import ParentDevices
-from stark_mcp.evaluator.probe import DeviceInfo
-from stark_mcp.evaluator.settings import EvalSettings
+from stark_mcp.evaluator.host.candidate_builds import BuildCache
+from stark_mcp.evaluator.host.device_probe import DeviceInfo
+from stark_mcp.evaluator.host.devices import ParentDevices
+from stark_mcp.evaluator.host.extension_requests import ExtensionSummary
+from stark_mcp.evaluator.host.settings import EvalSettings
 from stark_mcp.records import Evaluation, TrustReport
 
 
@@ -30,7 +30,7 @@ class Staged:
     deferred: bool = False
     logs: dict[str, str] = field(default_factory=dict)
     failure: Evaluation | None = None
-    extensions: list[dict[str, Any]] = field(default_factory=list)
+    extensions: list[ExtensionSummary] = field(default_factory=list)
 
 
 class ParentStaging:

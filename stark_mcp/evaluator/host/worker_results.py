@@ -8,15 +8,24 @@ verdict against the candidate. Several shapes aggregate by geometric mean.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any
 
 from pydantic import BaseModel, Field, ValidationError
 
-from stark_mcp.evaluator.candidate import Candidate
 from stark_mcp.evaluator.errors import EvaluatorError
-from stark_mcp.evaluator.kernels import kernel_share
-from stark_mcp.evaluator.stats import timing_stats
-from stark_mcp.records import CorrectnessReport, Evaluation, ShapeResult, Status, TimingStats, TrustReport
+from stark_mcp.evaluator.host.candidate import Candidate
+from stark_mcp.evaluator.host.own_kernels import kernel_share
+from stark_mcp.evaluator.host.timing_stats import timing_stats
+from stark_mcp.records import (
+    CorrectnessReport,
+    Dependencies,
+    Evaluation,
+    ShapeResult,
+    Status,
+    TimingStats,
+    TrustReport,
+)
 
 
 class _Shape(BaseModel):
@@ -50,7 +59,33 @@ class WorkerResult(BaseModel):
     isolation: str = ""
     isolation_note: str = ""
     kernels: list[tuple[str, float]] | None = None
-    launches: list[dict[str, Any]] | None = None  # the same profile per launch, with launch shapes
+    # the same profile per launch, with launch shapes; free-form: common/profile_parse's launch
+    # records, which profile_reports.from_kernels reads tolerating any gap
+    launches: list[dict[str, Any]] | None = None
+
+
+@dataclass(frozen=True)
+class EvaluationOrigin:
+    """What every ``Evaluation`` of one candidate on one device carries, whatever its verdict: the
+    device, the hashes of the two texts and the settings, and what else the verdict depends on."""
+
+    device: str
+    device_name: str
+    problem_hash: str
+    source_hash: str
+    settings_hash: str
+    dependencies: Dependencies
+
+    def fields(self) -> dict[str, object]:
+        """As ``Evaluation`` fields (for its constructor or ``model_copy``'s update)."""
+        return {
+            "device": self.device,
+            "device_name": self.device_name,
+            "problem_hash": self.problem_hash,
+            "source_hash": self.source_hash,
+            "settings_hash": self.settings_hash,
+            "dependencies": self.dependencies,
+        }
 
 
 DEFENCES = [
@@ -64,7 +99,7 @@ DEFENCES = [
 # own_kernel_share comes from a profile the candidate's own process took: information, never a defence.
 
 
-def parse(frame: dict[str, Any]) -> WorkerResult:
+def parse(frame: dict[str, Any]) -> WorkerResult:  # free-form: the answer's frame, validated here
     try:
         return WorkerResult.model_validate(frame)
     except ValidationError as exc:
@@ -96,7 +131,7 @@ def evaluation(
     result: WorkerResult,
     device: str,
     extra_baselines: dict[str, dict[str, TimingStats]],
-    base: dict[str, Any],
+    origin: EvaluationOrigin,
     source: str | Candidate = "",
     min_share: float = 0.0,
 ) -> Evaluation:
@@ -167,7 +202,7 @@ def evaluation(
         shapes=shapes,
         trust=trust,
         phase_seconds=dict(result.phase_seconds),
-        **base,
+        **origin.fields(),
     )
 
 

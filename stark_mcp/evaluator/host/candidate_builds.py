@@ -23,17 +23,24 @@ import socket
 import tempfile
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from stark_mcp.evaluator.buildkit import intercept
 from stark_mcp.evaluator.buildkit.intercept import PREBUILT_INDEX
 from stark_mcp.evaluator.common import frames
-from stark_mcp.evaluator.extensions import BadRequest, ExtensionCache, parse_request
-from stark_mcp.evaluator.integrity import Integrity, seal_directory, verified_directory
-from stark_mcp.evaluator.logs import trim_compiler_log, trim_tail
-from stark_mcp.evaluator.probe import DeviceInfo
+from stark_mcp.evaluator.host.build_outcomes import (
+    BuildOutcome,
+    bad_request,
+    builder_verdict,
+    read_log,
+    tampered,
+)
+from stark_mcp.evaluator.host.device_probe import DeviceInfo
+from stark_mcp.evaluator.host.extension_builds import ExtensionCache
+from stark_mcp.evaluator.host.extension_requests import BadRequest, ExtensionSummary, parse_request
+from stark_mcp.evaluator.host.integrity import Integrity, seal_directory, verified_directory
+from stark_mcp.evaluator.host.log_trimming import trim_compiler_log, trim_tail
 from stark_mcp.evaluator.sandbox import jail_dirs
 from stark_mcp.evaluator.sandbox.env import scrub_env
 from stark_mcp.evaluator.sandbox.forked import INTERPRETER, ZygoteClient, zygote_first
@@ -55,19 +62,13 @@ LOG_LIMIT = 64 << 20
 MAX_REQUESTS = 16  # load_inline calls one candidate may make
 
 
-@dataclass
-class BuildOutcome:
-    """``ok``: built (or nothing to build); ``deferred``: the device's runner must build it."""
+@dataclass(frozen=True)
+class SealedBuild:
+    """A build folder's signed manifest: ``state`` is ``built`` or ``deferred`` (to the device's
+    runner); ``extensions`` the summaries of its extension builds, as they were sealed."""
 
-    ok: bool
-    deferred: bool = False
-    status: Status | None = None
-    reason: str | None = None
-    message: str = ""
-    logs: dict[str, str] = field(default_factory=dict)
-    seconds: float = 0.0
-    cached: bool = False
-    extensions: list[dict[str, Any]] = field(default_factory=list)  # ExtensionBuild.summary() each
+    state: str
+    extensions: list[ExtensionSummary]
 
 
 @dataclass
@@ -115,14 +116,15 @@ class BuildCache:
     def directory(self, source_hash: str) -> Path:
         return self.root / source_hash
 
-    def verified(self, source_hash: str) -> dict[str, Any] | None:
-        """The signed data (``state``: built or deferred, ``extensions``) when the manifest matches."""
+    def verified(self, source_hash: str) -> SealedBuild | None:
+        """What the signed manifest says of the build, when it matches."""
         data = verified_directory(self.directory(source_hash), self.integrity)
         if data is None or data.get("source_hash") != source_hash:
             return None
-        return data
+        extensions = data.get("extensions")
+        return SealedBuild(str(data.get("state")), extensions if isinstance(extensions, list) else [])
 
-    def _seal(self, source_hash: str, state: str, extensions: list[dict[str, Any]]) -> None:
+    def _seal(self, source_hash: str, state: str, extensions: list[ExtensionSummary]) -> None:
         seal_directory(
             self.directory(source_hash),
             self.integrity,
@@ -139,13 +141,9 @@ class BuildCache:
         self, source: str, source_hash: str, info: DeviceInfo, timeout: float, isolation: IsolationInfo
     ) -> BuildOutcome:
         sealed = self.verified(source_hash)
-        if sealed is not None and sealed.get("state") in ("built", "deferred"):
-            extensions = sealed.get("extensions")
+        if sealed is not None and sealed.state in ("built", "deferred"):
             return BuildOutcome(
-                ok=True,
-                deferred=sealed["state"] == "deferred",
-                cached=True,
-                extensions=extensions if isinstance(extensions, list) else [],
+                ok=True, deferred=sealed.state == "deferred", cached=True, extensions=sealed.extensions
             )
         self.root.mkdir(parents=True, exist_ok=True)
         final = self.directory(source_hash)
@@ -166,7 +164,7 @@ class BuildCache:
         try:
             outcome = await self._run(builder, info, timeout, isolation)
         finally:
-            outcome_log = _read_log(builder.log_path)
+            outcome_log = read_log(builder.log_path)
             shutil.rmtree(builder.job, ignore_errors=True)
         work = builder.work
         outcome.seconds = time.monotonic() - start
@@ -267,7 +265,7 @@ class BuildCache:
         self.extensions.toolchain(compile_env)  # detected while the builder imports the candidate
         deadline = time.monotonic() + timeout
         index: dict[str, str] = {}
-        extensions: list[dict[str, Any]] = []
+        extensions: list[ExtensionSummary] = []
         failed_log = ""
         frame: dict[str, object] | None = None
         try:
@@ -284,7 +282,7 @@ class BuildCache:
                         status=Status.TIMEOUT,
                         reason="build",
                         message=f"the build ran past its {timeout:g} s budget; the builder was killed",
-                        logs={"build": trim_tail(_read_log(log_path))},
+                        logs={"build": trim_tail(read_log(log_path))},
                     )
                 except frames.FrameError as exc:
                     return BuildOutcome(
@@ -295,14 +293,14 @@ class BuildCache:
                 if frame is None or frame.get("kind") != "build_request":
                     break
                 if len(extensions) >= MAX_REQUESTS:
-                    return _bad_request(f"more than {MAX_REQUESTS} extensions in one candidate")
+                    return bad_request(f"more than {MAX_REQUESTS} extensions in one candidate")
                 try:
                     request = parse_request(frame)
                 except BadRequest as exc:
-                    return _bad_request(str(exc))
+                    return bad_request(str(exc))
                 remaining = deadline - time.monotonic()
                 try:
-                    async with asyncio.timeout(max(0.01, remaining)):  # not wait_for: see workers._recv
+                    async with asyncio.timeout(max(0.01, remaining)):  # not wait_for: worker_handles._recv
                         built = await self.extensions.resolve(
                             request, compile_env, isolation, remaining, hidden, cpus
                         )
@@ -313,7 +311,7 @@ class BuildCache:
                         status=Status.TIMEOUT,
                         reason="build",
                         message=f"the build ran past its {timeout:g} s budget; the compile was killed",
-                        logs={"build": trim_tail(_read_log(log_path))},
+                        logs={"build": trim_tail(read_log(log_path))},
                     )
                 extensions.append(built.summary())
                 if built.ok:
@@ -322,7 +320,7 @@ class BuildCache:
                         await asyncio.to_thread(self.extensions.copy_into, built, work, where)
                     except JailPathError as exc:
                         jail.kill_all()
-                        return _tampered(str(exc))
+                        return tampered(str(exc))
                     index[intercept.request_identity(request)] = where
                     answer = {"kind": "built", "path": f"{build_inside}/{where}"}
                 else:
@@ -338,62 +336,15 @@ class BuildCache:
         finally:
             ours.close()
             await asyncio.to_thread(jail.close)
-        outcome = self._verdict(frame, code, info, log_path, failed_log)
+        outcome = builder_verdict(frame, code, info, log_path, failed_log)
         outcome.extensions = extensions
         if outcome.ok:
             try:
                 jail_dirs.write_bytes(work, PREBUILT_INDEX, json.dumps(index, sort_keys=True).encode())
             except JailPathError as exc:
-                return _tampered(str(exc))
+                return tampered(str(exc))
         return outcome
 
-    def _verdict(
-        self,
-        frame: dict[str, object] | None,
-        code: int | None,
-        info: DeviceInfo,
-        log_path: Path,
-        failed_log: str,
-    ) -> BuildOutcome:
-        if frame is None:
-            how = (
-                f"exited with code {code}"
-                if code is not None and 0 <= code < 128
-                else f"died (status {code})"
-            )
-            return BuildOutcome(
-                False,
-                status=Status.RUNTIME_ERROR,
-                reason="signal" if code and code > 128 else "no_result",
-                message=f"the builder importing the candidate {how} without a result",
-                logs={"build": trim_tail(_read_log(log_path))},
-            )
-        if frame.get("kind") == "ok":
-            return BuildOutcome(True)
-        if frame.get("cuda_unavailable") and info.kind == "cuda":
-            return BuildOutcome(True, deferred=True)
-        status = frame.get("status")
-        if status == "build_error":
-            # the compiler's log as the compile jail left it, not as the candidate retold it
-            log = trim_compiler_log(failed_log or str(frame.get("message", "")))
-            return BuildOutcome(
-                False,
-                status=Status.BUILD_ERROR,
-                reason="compile",
-                message=_first_line(log),
-                logs={"build": log},
-            )
-        reason = str(frame.get("reason") or "import")
-        return BuildOutcome(
-            False,
-            status=Status.LOAD_ERROR,
-            reason=reason if reason == "syntax" else "import",
-            message=str(frame.get("message", ""))[:2000],
-            logs={
-                "traceback": trim_tail(str(frame.get("traceback", ""))),
-                "build": trim_tail(_read_log(log_path)),
-            },
-        )
 
 
 def _warms_ahead(info: DeviceInfo, isolation: IsolationInfo) -> bool:
@@ -411,48 +362,3 @@ def _builder_key(info: DeviceInfo, isolation: IsolationInfo) -> tuple[str, ...]:
 def builder_cpus(info: DeviceInfo) -> list[int] | None:
     """Off the cores a GPU worker and its runners spin on (see trusted/worker_device.py, ``jail_spec``)."""
     return (spare_cores() or None) if info.kind == "cuda" else None
-
-
-def _tampered(why: str) -> BuildOutcome:
-    return BuildOutcome(
-        False,
-        status=Status.REJECTED,
-        reason="tamper",
-        message=f"the candidate's build directory was rigged where the evaluator writes ({why})",
-    )
-
-
-def _bad_request(why: str) -> BuildOutcome:
-    return BuildOutcome(
-        False,
-        status=Status.BUILD_ERROR,
-        reason="request",
-        message=f"the extension build request was rejected: {why}",
-    )
-
-
-def _read_log(path: Path, head: int = 16 << 10, tail: int = 48 << 10) -> str:
-    """The head and tail of a log file, however large it grew."""
-    try:
-        size = path.stat().st_size
-        with path.open("rb") as fh:
-            if size <= head + tail:
-                return fh.read().decode("utf-8", "replace")
-            first = fh.read(head)
-            fh.seek(size - tail)
-            last = fh.read()
-    except OSError:
-        return ""
-    return (
-        first.decode("utf-8", "replace")
-        + f"\n[... {size - head - tail} bytes skipped ...]\n"
-        + last.decode("utf-8", "replace")
-    )
-
-
-def _first_line(log: str) -> str:
-    for line in log.splitlines():
-        lowered = line.lower()
-        if "error" in lowered and "error building extension" not in lowered:
-            return "build failed: " + line.strip()[:500]
-    return "build failed: " + (log.splitlines()[0][:500] if log else "no compiler output")

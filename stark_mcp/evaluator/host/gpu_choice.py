@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from stark_mcp.evaluator.errors import EvaluatorError
-from stark_mcp.evaluator.probe import DeviceInfo
+from stark_mcp.evaluator.host.device_probe import DeviceInfo
 
 
 @dataclass(frozen=True)

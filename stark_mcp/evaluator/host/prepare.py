@@ -1,7 +1,7 @@
 """Made ahead of any agent's attempt: the shared files a machine's first extension build would make.
 
 A torch-header build on a fresh machine (or toolchain directory) first makes the shared precompiled
-header and include profiles (``extensions.ExtensionCache.prime``): 68.7 s of an 84.5 s first
+header and include profiles (``extension_builds.ExtensionCache.prime``): 68.7 s of an 84.5 s first
 ``eval`` on an H200, all of it inside an agent's first attempt. ``Evaluator.prepare`` primes the
 toolchain directory for ``load_inline`` calls of our own, written the way models write theirs
 (torch headers in the ``.cu``, ``functions=`` bindings, with and without ``-O3``), as a first build

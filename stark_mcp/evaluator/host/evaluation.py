@@ -13,24 +13,23 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from stark_mcp.device import Device
-from stark_mcp.evaluator import assemble
-from stark_mcp.evaluator.cache import ResultCache
-from stark_mcp.evaluator.candidate import Candidate
 from stark_mcp.evaluator.common import wire
-from stark_mcp.evaluator.dependencies import changes, reevaluated_message, stack_tag
 from stark_mcp.evaluator.errors import EvaluatorError
-from stark_mcp.evaluator.integrity import Integrity
-from stark_mcp.evaluator.parent_baselines import ParentBaselines
-from stark_mcp.evaluator.parent_devices import ParentDevices
-from stark_mcp.evaluator.parent_profiles import ParentProfiles
-from stark_mcp.evaluator.parent_staging import ParentStaging
-from stark_mcp.evaluator.probe import DeviceInfo
-from stark_mcp.evaluator.settings import EvalSettings
-from stark_mcp.evaluator.sol_floor import SolFloors
-from stark_mcp.evaluator.workers import WorkerCrashed
+from stark_mcp.evaluator.host import worker_results
+from stark_mcp.evaluator.host.baselines import ParentBaselines
+from stark_mcp.evaluator.host.candidate import Candidate
+from stark_mcp.evaluator.host.device_probe import DeviceInfo
+from stark_mcp.evaluator.host.devices import ParentDevices
+from stark_mcp.evaluator.host.integrity import Integrity
+from stark_mcp.evaluator.host.profile_runs import ParentProfiles
+from stark_mcp.evaluator.host.settings import EvalSettings
+from stark_mcp.evaluator.host.signed_caches import ResultCache
+from stark_mcp.evaluator.host.sol_floor import SolFloors
+from stark_mcp.evaluator.host.staging import ParentStaging
+from stark_mcp.evaluator.host.verdict_dependencies import changes, reevaluated_message, stack_tag
+from stark_mcp.evaluator.host.worker_handles import WorkerCrashed
 from stark_mcp.problems import Problem, ProblemError
 from stark_mcp.progress import Progress
 from stark_mcp.records import Dependencies, Evaluation, Status, TimingStats
@@ -167,14 +166,14 @@ class ParentEvaluation:
         probe_s: float = 0.0,
     ) -> Evaluation:
         started = time.monotonic() - probe_s
-        base = {
-            "device": info.kind,
-            "device_name": info.name,
-            "problem_hash": problem.hash,
-            "source_hash": key[1],
-            "settings_hash": s.settings_hash,
-            "dependencies": deps,
-        }
+        origin = worker_results.EvaluationOrigin(
+            device=info.kind,
+            device_name=info.name,
+            problem_hash=problem.hash,
+            source_hash=key[1],
+            settings_hash=s.settings_hash,
+            dependencies=deps,
+        )
 
         async def note(message: str) -> None:
             if progress is not None:
@@ -185,11 +184,12 @@ class ParentEvaluation:
         if static.status is not None:
             evaluation = Evaluation(
                 status=static.status, reason=static.reason, message=static.message, flags=static.flags,
-                phase_seconds=phase_seconds, **base,
+                phase_seconds=phase_seconds, **origin.fields(),
             )
         else:
             evaluation = await self._device_evaluation(
-                problem, candidate, info, s, note, static.needs_build, base, phase_seconds, wait_for_baselines
+                problem, candidate, info, s, note, static.needs_build, origin, phase_seconds,
+                wait_for_baselines,
             )
             evaluation = evaluation.model_copy(update={"flags": static.flags + evaluation.flags})
         wall = time.monotonic() - started
@@ -213,16 +213,16 @@ class ParentEvaluation:
         s: EvalSettings,
         note: Callable[[str], Awaitable[None]],
         needs_build: bool,
-        base: dict[str, Any],
+        origin: worker_results.EvaluationOrigin,
         phase_seconds: dict[str, float],
         wait_for_baselines: bool = True,
     ) -> Evaluation:
-        digest = base["source_hash"]
+        digest = origin.source_hash
         if needs_build and not await asyncio.to_thread(self.staging.builds.verified, digest):
             self.devices.warm_worker(info, problem, s, queue=True)  # a real build: the worker starts under it
         staged = await self.staging.stage(candidate.source, digest, info, s, needs_build, note, phase_seconds)
         if staged.failure is not None:
-            return staged.failure.model_copy(update=base)
+            return staged.failure.model_copy(update=origin.fields())
         deferred, build_logs = staged.deferred, staged.logs
 
         async def on_progress(progress: wire.Progress) -> None:
@@ -244,7 +244,7 @@ class ParentEvaluation:
         answer = await self.devices.command(
             info, problem, s, frame, {wire.Result}, budget, on_progress, timings
         )
-        result = assemble.parse(answer.to_frame())
+        result = worker_results.parse(answer.to_frame())
         device_phases = dict(result.phase_seconds)
         # the worker's own start-up of this evaluation (a spare runner, the files it needs)
         worker_setup = device_phases.pop("worker_setup", 0.0)
@@ -268,7 +268,9 @@ class ParentEvaluation:
             t1 = time.monotonic()
             extra = await self.baselines.compile_baselines(problem, info, s, result, wait_for_baselines)
             result.phase_seconds["baselines"] = round(time.monotonic() - t1, 3)
-        evaluation = assemble.evaluation(result, info.kind, extra, base, candidate, s.min_own_kernel_share)
+        evaluation = worker_results.evaluation(
+            result, info.kind, extra, origin, candidate, s.min_own_kernel_share
+        )
         if evaluation.passed:  # the floor check may reject an impossible time (docs/sol.md)
             evaluation = await self._sol_judge(problem, info, s, evaluation)
         flags = list(evaluation.flags)
@@ -278,14 +280,17 @@ class ParentEvaluation:
             if evaluation.speedups.get("eager", 0.0) > s.implausible_speedup:
                 flags.append("implausible_speedup")
         logs = {**build_logs, **evaluation.logs}
-        update: dict[str, Any] = {"flags": flags, "logs": logs, "extensions": staged.extensions}
+        update: dict[str, object] = {"flags": flags, "logs": logs, "extensions": staged.extensions}
         if info.kind == "cuda":
             after = await self.profiles.after_verdict(
                 problem, candidate, info, s, note, staged.job, result, evaluation
             )
-            if "logs" in after:
-                after["logs"] = {**logs, **after["logs"]}
-            update.update(after)
+            if after.profile is not None:
+                update["profile"] = after.profile
+            if after.phase_seconds is not None:
+                update["phase_seconds"] = after.phase_seconds
+            if after.sanitizer is not None:
+                update["logs"] = {**logs, "compute-sanitizer": after.sanitizer}
         return evaluation.model_copy(update=update)
 
     # -- speed of light ------------------------------------------------------------------------------

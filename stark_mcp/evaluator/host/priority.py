@@ -4,7 +4,7 @@ A run's compile baselines (timed after ``create_run`` returned) and the profiles
 attempts are nobody's answer: an agent waits for ``add_child``'s verdict, not for them. Work started
 inside ``background()`` takes a device slot only while no evaluation waits for one, and an
 evaluation that finds every slot held by background work stops one (its worker is killed; the work
-starts again once the slot is free) rather than waiting behind it (``pool.SlotPool``).
+starts again once the slot is free) rather than waiting behind it (``slot_pool.SlotPool``).
 
 A context variable, so the tasks a caller starts inside the block inherit it and nothing between the
 caller and the pool (the ``Executor`` protocol, the service's helpers) carries a flag. Work the Ray

@@ -227,6 +227,7 @@ class WorkerClient:
         while view:
             view = view[os.write(self._in_w, view) :]
 
+    # free-form: a frame off the pipe; common/wire.py decodes and checks it
     async def _recv(self, timeout: float | None) -> dict[str, Any] | None:
         assert self._reader is not None
         try:

@@ -9,22 +9,34 @@ from __future__ import annotations
 
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 
 from stark_mcp.device import Device
-from stark_mcp.evaluator import assemble, profiles
-from stark_mcp.evaluator.candidate import Candidate
 from stark_mcp.evaluator.common import wire
 from stark_mcp.evaluator.common.outside_tools import ToolPaths
 from stark_mcp.evaluator.errors import EvaluatorError
-from stark_mcp.evaluator.parent_devices import ParentDevices
-from stark_mcp.evaluator.parent_staging import ParentStaging
-from stark_mcp.evaluator.probe import DeviceInfo
-from stark_mcp.evaluator.sanitizer_report import first_report, is_memory_error
-from stark_mcp.evaluator.settings import EvalSettings
+from stark_mcp.evaluator.host import profile_reports, worker_results
+from stark_mcp.evaluator.host.candidate import Candidate
+from stark_mcp.evaluator.host.device_probe import DeviceInfo
+from stark_mcp.evaluator.host.devices import ParentDevices
+from stark_mcp.evaluator.host.sanitizer_report import first_report, is_memory_error
+from stark_mcp.evaluator.host.settings import EvalSettings
+from stark_mcp.evaluator.host.staging import ParentStaging
 from stark_mcp.problems import Problem
 from stark_mcp.progress import Progress
 from stark_mcp.records import Evaluation, ProfileReport, Status
+
+
+@dataclass(frozen=True)
+class AfterVerdict:
+    """What a GPU evaluation gains after its verdict: Nsight Compute's profile of a candidate that
+    passed, or compute-sanitizer's first report (a log) on one that failed on memory; and the
+    phases' times with the step it took. None: left as the evaluation has it."""
+
+    profile: ProfileReport | None = None
+    sanitizer: str | None = None
+    phase_seconds: dict[str, float] | None = None
 
 
 class ParentProfiles:
@@ -46,10 +58,10 @@ class ParentProfiles:
         s: EvalSettings,
         note: Callable[[str], Awaitable[None]],
         job: wire.Job | None,
-        result: assemble.WorkerResult,
+        result: worker_results.WorkerResult,
         evaluation: Evaluation,
-    ) -> dict[str, Any]:
-        """What the profile or the sanitizer adds to a GPU evaluation (an update of its fields)."""
+    ) -> AfterVerdict:
+        """What the profile or the sanitizer adds to a GPU evaluation."""
         phases = dict(evaluation.phase_seconds)
         if evaluation.passed and s.profile:
             await note("profile")
@@ -58,7 +70,7 @@ class ParentProfiles:
             listed = result.launches or result.kernels
             report = await self.profile_job(problem, source, info, s, job, listed, label)
             phases["profile"] = round(time.monotonic() - t0, 3)
-            return {"profile": report, "phase_seconds": phases}
+            return AfterVerdict(profile=report, phase_seconds=phases)
         text = evaluation.message + "\n" + evaluation.logs.get("candidate", "")
         failed = evaluation.status in (Status.RUNTIME_ERROR, Status.LOAD_ERROR)
         failed_on_memory = failed and is_memory_error(text)
@@ -67,8 +79,8 @@ class ParentProfiles:
             t0 = time.monotonic()
             found = await self._sanitize_job(problem, info, s, job)
             phases["sanitizer"] = round(time.monotonic() - t0, 3)
-            return {"phase_seconds": phases, "logs": {"compute-sanitizer": found}}
-        return {}
+            return AfterVerdict(phase_seconds=phases, sanitizer=found)
+        return AfterVerdict()
 
     async def profile_job(
         self,
@@ -88,25 +100,25 @@ class ParentProfiles:
         hellos = [slot.handle.hello for slot in self.devices.pool(info).live if slot.handle.hello]
         tools = (hellos[0].tools if hellos else None) or {}
         if listed is not None and not tools.get("ncu"):
-            report = profiles.from_kernels(listed, self.tool_paths.missing("ncu"), label)
-            return profiles.mark_own(report, source)
+            report = profile_reports.from_kernels(listed, self.tool_paths.missing("ncu"), label)
+            return profile_reports.mark_own(report, source)
         frame = wire.ProfileCommand(
             key=problem.hash, settings=s.worker_settings(info.kind), fallback=listed is None, job=job
         )
-        answer: dict[str, Any]
+        answer: dict[str, Any]  # free-form: the answer's frame, read by from_answer tolerating any gap
         try:
             deferred = s.build_timeout_s if job and job.deferred else 0.0
             got = await self.devices.command(
                 info, problem, s, frame, {wire.Profile}, 2 * (s.profile_timeout_s + deferred) + 120
             )
-            answer = got.to_frame()  # profiles.from_answer reads what travels, tolerating any gap
+            answer = got.to_frame()  # profile_reports.from_answer reads what travels, tolerating any gap
         except EvaluatorError as exc:
             answer = {"source": "none", "reason": f"the profiling worker failed: {exc}", "shape": label}
         seconds = time.monotonic() - started
-        report = profiles.from_answer(answer, source, s.profile_max_kernels, seconds)
+        report = profile_reports.from_answer(answer, source, s.profile_max_kernels, seconds)
         if report.source == "none" and listed is not None:
-            fallback = profiles.from_kernels(listed, report.reason, report.shape or label, seconds)
-            report = profiles.mark_own(fallback, source)
+            fallback = profile_reports.from_kernels(listed, report.reason, report.shape or label, seconds)
+            report = profile_reports.mark_own(fallback, source)
         return report
 
     async def _sanitize_job(
@@ -149,7 +161,7 @@ class ParentProfiles:
         s = settings or self.settings
         info = await self.devices.device(device)
         if info.kind != "cuda":
-            return profiles.unavailable(f"profiling needs a GPU; this device is the {info.kind}")
+            return profile_reports.unavailable(f"profiling needs a GPU; this device is the {info.kind}")
         started = time.monotonic()
 
         async def note(message: str) -> None:
@@ -161,12 +173,12 @@ class ParentProfiles:
             source = Candidate.of(source)
             static = source.static
             if static.status is not None:
-                return profiles.unavailable(f"the candidate cannot be profiled: {static.message}")
+                return profile_reports.unavailable(f"the candidate cannot be profiled: {static.message}")
             staged = await self.staging.stage(
                 source.source, source.hash, info, s, static.needs_build, note, {}
             )
             if staged.failure is not None:
-                return profiles.unavailable(
+                return profile_reports.unavailable(
                     f"the candidate does not build: {staged.failure.message[:1500]}",
                     time.monotonic() - started,
                 )

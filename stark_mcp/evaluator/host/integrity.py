@@ -16,7 +16,7 @@ import secrets
 from pathlib import Path
 from typing import Any
 
-from stark_mcp.evaluator.atomic_files import write_json_atomic
+from stark_mcp.evaluator.host.atomic_files import write_json_atomic
 
 
 class Integrity:
@@ -70,7 +70,8 @@ MANIFEST = ".manifest.json"
 
 
 def seal_directory(directory: Path, integrity: Integrity, data: dict[str, Any]) -> None:
-    """Sign ``data`` plus a digest of every file under ``directory`` into its manifest."""
+    """Sign ``data`` plus a digest of every file under ``directory`` into its manifest (free-form:
+    each cache seals its own record, and reads it back through ``verified_directory``)."""
     files = tree_digest(directory)
     files.pop(MANIFEST, None)
     data = {**data, "files": files}
@@ -78,7 +79,8 @@ def seal_directory(directory: Path, integrity: Integrity, data: dict[str, Any]) 
 
 
 def verified_directory(directory: Path, integrity: Integrity) -> dict[str, Any] | None:
-    """The signed data of ``directory``'s manifest when it verifies and every file still matches."""
+    """The signed data of ``directory``'s manifest when it verifies and every file still matches
+    (free-form: the record its cache sealed, which that cache reads back into its own type)."""
     try:
         wrapper = json.loads((directory / MANIFEST).read_text())
     except (OSError, ValueError):

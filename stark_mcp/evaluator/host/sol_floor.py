@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from stark_mcp.evaluator.common import wire
-from stark_mcp.evaluator.probe import DeviceInfo
+from stark_mcp.evaluator.host.device_probe import DeviceInfo
 from stark_mcp.problems import Problem
 from stark_mcp.records import Evaluation, Status
 from stark_mcp.sol.calibration import CountsCache, PeaksCache, Signer
@@ -29,12 +29,15 @@ BEYOND_ROOFLINE = "beyond_reference_roofline"
 COUNT_TIMEOUT_S = 600.0
 CALIBRATE_TIMEOUT_S = 300.0
 _COUNT_KEYS = {"label": str, "input_bytes": int, "param_bytes": int, "output_bytes": int}
+# free-form: one shape's counts in the format stark_mcp.sol owns (roofline.shape_floor, CountsCache),
+# checked field by field in _valid_counts
+ShapeCounts = dict[str, Any]
 
 # (command, expected answers, timeout) -> the worker's answer, on a worker of the device's pool
 Ask = Callable[[wire.Command, set[type[wire.Answer]], float], Awaitable[wire.Answer]]
 
 
-def _valid_counts(shapes: Any) -> list[dict[str, Any]]:
+def _valid_counts(shapes: object) -> list[ShapeCounts]:
     """The worker is trusted, but its answer crosses a process boundary: check its shape."""
     if not isinstance(shapes, list) or not shapes:
         raise ValueError("no shapes")
@@ -61,7 +64,7 @@ def shape_times(evaluation: Evaluation, labels: list[str]) -> dict[str, float]:
 
 def judged(evaluation: Evaluation, report: SolReport) -> Evaluation:
     """The evaluation with its SOL record, and the floor check applied to its verdict."""
-    update: dict[str, Any] = {"sol": report}
+    update: dict[str, object] = {"sol": report}  # model_copy's: Evaluation field -> value
     if evaluation.passed and report.below_floor:
         update.update(
             status=Status.REJECTED,
@@ -91,8 +94,8 @@ class SolFloors:
     def _lock(self, key: str) -> asyncio.Lock:
         return self._locks.setdefault(key, asyncio.Lock())
 
-    async def counts(self, problem: Problem, ask: Ask, stack: str = "") -> list[dict[str, Any]] | None:
-        """``stack``: ``dependencies.stack_tag`` of the evaluation (the counting code, torch, the
+    async def counts(self, problem: Problem, ask: Ask, stack: str = "") -> list[ShapeCounts] | None:
+        """``stack``: ``verdict_dependencies.stack_tag`` of the evaluation (the counting code, torch, the
         user's files the reference imports): counts made under another are counted again."""
         async with self._lock(f"counts:{problem.hash}:{stack}"):
             cached = await asyncio.to_thread(self.counts_cache.load, problem.hash, stack)
@@ -117,7 +120,7 @@ class SolFloors:
         async with self._lock(f"peaks:{held}"):
             if held not in self._peaks:
 
-                async def measure() -> dict[str, Any]:
+                async def measure() -> dict[str, Any]:  # free-form: read by peaks_from_measurement
                     answer = await ask(
                         wire.CalibrateCommand(), {wire.Calibrated, wire.SolMissing}, CALIBRATE_TIMEOUT_S
                     )
@@ -136,7 +139,7 @@ class SolFloors:
     ) -> Evaluation:
         """``evaluation`` with its SOL record and floor check; unchanged when there is no floor
         (a problem whose forward cannot be counted, a device neither measured nor published).
-        ``stack``: ``dependencies.stack_tag`` of the evaluation, which keys both caches."""
+        ``stack``: ``verdict_dependencies.stack_tag`` of the evaluation, which keys both caches."""
         try:
             counts = await self.counts(problem, ask, stack)
             peaks = await self.peaks(info, ask, stack) if counts else None
