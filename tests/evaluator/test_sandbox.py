@@ -109,7 +109,7 @@ def test_where_the_evaluator_was_started_from_stays_hidden(tmp_path, monkeypatch
 
 
 def test_a_root_the_candidates_uid_cannot_read_is_named(tmp_path) -> None:
-    from stark_mcp.evaluator.sandbox.launch import unreadable_root
+    from stark_mcp.evaluator.sandbox.jail_files import unreadable_root
 
     root = tmp_path / "proj"
     root.mkdir(mode=0o755)

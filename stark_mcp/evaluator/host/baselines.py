@@ -23,7 +23,7 @@ from stark_mcp.evaluator.host.settings import BASELINE_NAMES, EvalSettings
 from stark_mcp.evaluator.host.signed_caches import BaselineCache, BaselineEntry, BaselineShape
 from stark_mcp.evaluator.host.timing_stats import timing_stats
 from stark_mcp.evaluator.host.verdict_dependencies import stack_tag
-from stark_mcp.evaluator.sandbox.launch import unreadable_root
+from stark_mcp.evaluator.sandbox.jail_files import unreadable_root
 from stark_mcp.problems import Problem, ProblemError
 from stark_mcp.progress import Progress
 from stark_mcp.records import TimingStats

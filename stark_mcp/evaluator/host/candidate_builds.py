@@ -46,12 +46,12 @@ from stark_mcp.evaluator.sandbox.env import scrub_env
 from stark_mcp.evaluator.sandbox.forked import INTERPRETER, ZygoteClient, zygote_first
 from stark_mcp.evaluator.sandbox.host_layout import spare_cores
 from stark_mcp.evaluator.sandbox.jail_dirs import JailPathError
+from stark_mcp.evaluator.sandbox.jail_files import reclaim_tree
 from stark_mcp.evaluator.sandbox.launch import (
     Jail,
     JailSpec,
     Mount,
     inside_path,
-    reclaim_tree,
 )
 from stark_mcp.evaluator.sandbox.levels import IsolationInfo
 from stark_mcp.records import Status

@@ -55,7 +55,8 @@ from stark_mcp.evaluator.host.integrity import Integrity, seal_directory, verifi
 from stark_mcp.evaluator.host.log_trimming import trim_compiler_log
 from stark_mcp.evaluator.sandbox import jail_dirs
 from stark_mcp.evaluator.sandbox.forked import INTERPRETER, ZygoteClient, run_trusted_module, zygote_first
-from stark_mcp.evaluator.sandbox.launch import Jail, JailSpec, Mount, inside_path, reclaim_tree
+from stark_mcp.evaluator.sandbox.jail_files import reclaim_tree
+from stark_mcp.evaluator.sandbox.launch import Jail, JailSpec, Mount, inside_path
 from stark_mcp.evaluator.sandbox.levels import IsolationInfo
 
 PROFILE_WAIT_S = 120.0  # how long a compile jail waits for include profiles made beside it

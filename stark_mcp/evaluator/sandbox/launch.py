@@ -38,8 +38,6 @@ from stark_mcp.evaluator.sandbox.jail_command import (
     read_child_pid,
 )
 from stark_mcp.evaluator.sandbox.jail_files import chown_tree
-from stark_mcp.evaluator.sandbox.jail_files import reclaim_tree as reclaim_tree  # the parent side's import
-from stark_mcp.evaluator.sandbox.jail_files import unreadable_root as unreadable_root  # the parent side's
 from stark_mcp.evaluator.sandbox.jail_spec import JailError, JailSpec, Mount, inside_path
 from stark_mcp.evaluator.sandbox.jail_uids import JailUid
 from stark_mcp.evaluator.sandbox.layout import SCRATCH_INSIDE, MountStep, jail_layout
@@ -57,8 +55,6 @@ __all__ = [
     "descendants",
     "die_with_parent",
     "inside_path",
-    "reclaim_tree",
-    "unreadable_root",
 ]
 
 
