@@ -36,6 +36,7 @@ PREBUILT_INDEX = "extensions.json"  # in a candidate's build directory: request 
 Resolver = Callable[[ExtensionRequest], "str | None"]
 COMPILE_MAIN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "compile_main.py")
 
+# free-form: the patched function's original and the versions loaded, for this process's lifetime
 _state: dict[str, Any] = {"original": None, "versions": {}}
 _lock = threading.Lock()
 

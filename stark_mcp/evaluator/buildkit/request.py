@@ -77,7 +77,7 @@ class ExtensionRequest:
     def uses_cuda(self) -> bool:
         return bool(self.cuda_sources) if self.with_cuda is None else self.with_cuda
 
-    def load_inline_kwargs(self) -> dict[str, Any]:
+    def load_inline_kwargs(self) -> dict[str, Any]:  # free-form: torch's load_inline keywords
         """Keyword arguments for the real ``load_inline`` (``functions`` as the docstring dict)."""
         kwargs: dict[str, Any] = {
             "name": self.name,

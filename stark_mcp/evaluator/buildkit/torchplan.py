@@ -28,7 +28,7 @@ class RenderError(Exception):
 class Rendered:
     name: str
     sources: list[str]
-    build_kwargs: dict[str, Any]  # arguments of torch's _write_ninja_file_and_build_library
+    build_kwargs: dict[str, Any]  # free-form: arguments of torch's _write_ninja_file_and_build_library
 
 
 def _ce() -> Any:
@@ -67,7 +67,7 @@ def render(request: ExtensionRequest, src_dir: str) -> Rendered:
     """Write the sources exactly as ``load_inline`` would into ``src_dir``; nothing is compiled."""
     ce = _ce()
     os.makedirs(src_dir, exist_ok=True)
-    captured: dict[str, Any] = {}
+    captured: dict[str, Any] = {}  # free-form: the keyword arguments torch passed, as it passed them
     jit_params = list(inspect.signature(ce._jit_compile).parameters)
 
     def record(*args: Any, **kwargs: Any) -> None:

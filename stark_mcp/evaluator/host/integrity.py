@@ -69,6 +69,7 @@ def tree_digest(root: Path) -> dict[str, str]:
 MANIFEST = ".manifest.json"
 
 
+# free-form: a folder manifest's JSON; its owner (extension_builds.SealedBuild) types what it reads
 def seal_directory(directory: Path, integrity: Integrity, data: dict[str, Any]) -> None:
     """Sign ``data`` plus a digest of every file under ``directory`` into its manifest (free-form:
     each cache seals its own record, and reads it back through ``verified_directory``)."""

@@ -25,6 +25,7 @@ from typing import Any, TypeVar
 
 from stark_mcp.evaluator.common import frames
 from stark_mcp.evaluator.sandbox.env import scrub_env
+from stark_mcp.evaluator.sandbox.jail_command import ForkRequest
 
 READY_TIMEOUT_S = 180.0  # importing torch on a loaded 2-core machine
 REPLY_TIMEOUT_S = 60.0
@@ -44,6 +45,7 @@ class ZygoteClient:
         self.proc, self.sock = proc, sock
         self.ready = threading.Event()
         self.closed = threading.Event()
+        # free-form: the zygote's frames, read as they come
         self.replies: queue.Queue[dict[str, Any]] = queue.Queue()
         self.exits: dict[int, int] = {}
         self.changed = threading.Condition()
@@ -112,7 +114,7 @@ class ZygoteClient:
             with self.changed:
                 self.changed.notify_all()
 
-    def start_jail(self, request: dict[str, Any], fds: list[int]) -> ForkedProcess:
+    def start_jail(self, request: ForkRequest, fds: list[int]) -> ForkedProcess:
         """Fork a jail; ``fds`` are stdout, stderr, then the descriptors for ``request['fd_targets']``.
         A jail that cannot be built makes this client unusable (``alive``): later ones go elsewhere."""
         return self._start({**request, "kind": "jail"}, fds, remember_failure=True)
@@ -125,7 +127,7 @@ class ZygoteClient:
         request = {"kind": "worker", "module": module, "args": args, "env": env, "fd_targets": targets}
         return self._start(request, fds, remember_failure=False)
 
-    def _start(self, request: dict[str, Any], fds: list[int], remember_failure: bool) -> ForkedProcess:
+    def _start(self, request: ForkRequest, fds: list[int], remember_failure: bool) -> ForkedProcess:
         with self.lock:
             if not self.ready.wait(READY_TIMEOUT_S) or self.closed.is_set():
                 raise ZygoteUnavailable("the zygote did not become ready")

@@ -139,6 +139,8 @@ class Zygote:
                 with contextlib.suppress(OSError):
                     frames.send(owner, {"kind": "exit", "pid": pid, "code": exit_code(status)})
 
+    # free-form: the request as it came off the socket (jail_command.ForkRequest is what the worker
+    # sends), checked field by field here; the answer is a frame for the owner
     def _start(self, request: dict[str, Any], fds: list[int], owner: int) -> dict[str, Any]:
         kind = request.get("kind", "jail")
         try:
@@ -167,6 +169,7 @@ class Zygote:
             os.kill(pid, signal.SIGKILL)
         return {"kind": "error", "pid": pid, "message": said or "the jail ended before it was set up"}
 
+    # free-form: a frame for the owner, as _start's
     def _start_worker(self, plan: WorkerPlan, fds: list[int], owner: int) -> dict[str, Any]:
         """A trusted worker: no jail, a connection of its own here for its runners' jails."""
         ours, theirs = socket.socketpair()
@@ -189,6 +192,7 @@ class ModuleRun:
     environment and its descriptors (stdout, stderr, then one per ``fd_targets`` number)."""
 
     def __init__(
+        # free-form: the request off the socket, as _start received it
         self, request: dict[str, Any], fds: list[int], base_path: list[str], coerced: dict[str, str]
     ) -> None:
         self.module = str(request["module"])
@@ -248,6 +252,7 @@ class JailPlan(ModuleRun):
     """One jail request, checked, and the three processes that carry it out."""
 
     def __init__(
+        # free-form: the request off the socket, as _start received it
         self, request: dict[str, Any], fds: list[int], base_path: list[str], coerced: dict[str, str]
     ) -> None:
         super().__init__(request, fds, base_path, coerced)

@@ -15,40 +15,13 @@ does. Standard library and torch only.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal, NotRequired, TypeAlias, TypedDict
+from typing import Any
 
 import torch
 
 from stark_mcp.evaluator.common.wire import CorrectnessSummary
+from stark_mcp.evaluator.trusted.compare_trees import Tree
 
-
-# A tree being compared: the reference's output (``encode_reference``), the candidate's description
-# once validated (``validate_tree``), or a shape's structure alone (``shapes.OutputNode``: no tensors).
-class TensorNode(TypedDict):
-    k: Literal["tensor"]
-    t: NotRequired[torch.Tensor | None]  # the tensor itself (None: the candidate published none)
-    dtype: str
-    shape: list[int]
-    device: str
-
-
-class SeqNode(TypedDict):
-    k: Literal["seq"]
-    type: str
-    items: list[Tree]
-
-
-class ScalarNode(TypedDict):
-    k: Literal["scalar"]
-    v: bool | int | float | None
-
-
-class NamedNode(TypedDict):
-    k: Literal["other", "subclass"]
-    type: str  # compared by this class name only
-
-
-Tree: TypeAlias = "TensorNode | SeqNode | ScalarNode | NamedNode"
 _TINY = 1e-30
 MAX_NODES = 512
 MAX_DEPTH = 8
