@@ -64,3 +64,51 @@ def test_the_walk_sees_a_broken_import(tmp_path: Path) -> None:
     found = walk("moved_away", tmp_path)
     assert found["count"] == 4
     assert set(found["failed"]) == {"moved_away.inner.stale", "moved_away.needs_ray"}
+
+
+# Names the scripts under tools/ import from the package, resolved without running the scripts
+# (most need a GPU or run for minutes): tools/cpu_timing_noise.py kept importing ``assemble`` from
+# the evaluator for a whole merge after the parent side moved into evaluator/host/.
+RESOLVE = textwrap.dedent(
+    """
+    import ast, importlib, json, sys
+    missing = []
+    for path in sys.argv[1:]:
+        tree = ast.parse(open(path).read())
+        for node in ast.walk(tree):
+            names = []
+            module = node.module or "" if isinstance(node, ast.ImportFrom) else ""
+            if isinstance(node, ast.ImportFrom) and node.level == 0 and module.startswith("stark_mcp"):
+                names = [(module, a.name) for a in node.names]
+            elif isinstance(node, ast.Import):
+                names = [(a.name, None) for a in node.names if a.name.startswith("stark_mcp")]
+            for module, name in names:
+                try:
+                    found = importlib.import_module(module)
+                    if name is not None and not hasattr(found, name):
+                        importlib.import_module(f"{module}.{name}")
+                except Exception as exc:
+                    missing.append(f"{path}:{node.lineno}: {module} {name or ''}: {type(exc).__name__}")
+    print(json.dumps(missing))
+    """
+)
+
+
+def unresolved(paths: list[Path], cwd: Path) -> list[str]:
+    argv = [sys.executable, "-c", RESOLVE, *map(str, paths)]
+    done = subprocess.run(argv, cwd=cwd, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout.splitlines()[-1])
+
+
+def test_every_name_the_tools_import_from_the_package_exists() -> None:
+    tools = sorted((ROOT / "tools").glob("*.py"))
+    assert len(tools) > 10
+    assert unresolved(tools, ROOT) == []
+
+
+def test_the_tools_check_sees_a_moved_name(tmp_path: Path) -> None:
+    script = tmp_path / "old_tool.py"
+    script.write_text("from stark_mcp.evaluator import Evaluator, assemble\nimport stark_mcp.moved_away\n")
+    found = unresolved([script], ROOT)
+    assert len(found) == 2 and "assemble" in found[0] and "moved_away" in found[1]

@@ -25,7 +25,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from stark_mcp.evaluator import Evaluator, assemble  # noqa: E402
+from stark_mcp.evaluator import Evaluator  # noqa: E402
+from stark_mcp.evaluator.host import worker_results  # noqa: E402
 from stark_mcp.problems import load_problem, problem_from_source  # noqa: E402
 from tests.adversarial.conftest import SUITE  # noqa: E402
 
@@ -35,15 +36,15 @@ seen: list[dict[str, Any]] = []
 
 def _capture() -> None:
     """Keep the worker's per-call pairs (its answer carries them; the record does not)."""
-    parse = assemble.parse
+    parse = worker_results.parse
 
-    def keep(frame: dict[str, Any]) -> assemble.WorkerResult:
+    def keep(frame: dict[str, Any]) -> worker_results.WorkerResult:
         for shape in frame.get("shapes") or []:
             if isinstance(shape, dict) and "raw" in shape:
                 seen.append(shape["raw"])
         return parse(frame)
 
-    assemble.parse = keep  # type: ignore[assignment]  (the service calls it through the module)
+    worker_results.parse = keep  # type: ignore[assignment]  (the service calls it through the module)
 
 
 def as_candidate(source: str) -> str:
