@@ -16,6 +16,7 @@ import torch
 from stark_mcp.evaluator import EvalSettings, Evaluator
 from stark_mcp.problems import load_problem
 from tests.adversarial import cases
+from tests.timing_bounds import honest_timing_problem
 from tests.toolchain import shared_toolchain
 
 GPU_CASES = cases.load(cases.HERE / "gpu")
@@ -99,4 +100,4 @@ async def test_a_launch_bound_honest_report_agrees_with_the_trusted_clock_on_a_l
         + ("; ".join(f[:200] for f in mismatch) if mismatch else "report within the trusted slack"),
     )
     assert evaluation.status.value == "passed", evaluation.message
-    assert "timing_mismatch" not in evaluation.flags, mismatch
+    assert honest_timing_problem(evaluation) is None, mismatch
