@@ -59,7 +59,7 @@ class ZygoteClient:
         """A zygote of this process's own; ``preload``: modules it imports besides its own list."""
         ours, theirs = socket.socketpair()
         try:
-            proc = subprocess.Popen(
+            proc = _SPAWNER.popen(
                 [*INTERPRETER, "-m", ZYGOTE_MODULE, str(theirs.fileno()), *preload],
                 env=env,
                 cwd="/",
@@ -170,6 +170,49 @@ class ZygoteClient:
         self.reader.join(5)
 
 
+class _Spawner:
+    """Starts processes from one thread that lives as long as this process. The zygote asks the
+    kernel to kill it when its parent dies (``PR_SET_PDEATHSIG``), and the kernel's parent is the
+    thread that started it, not the process: a zygote started from a pool's thread was killed, with
+    every jail and worker forked from it, when that thread ended (an event loop's default executor
+    shut down at the loop's end, while the process and its shared zygote went on: a later
+    evaluation in the process then found it dying). Started on first use; a daemon thread, so it
+    never holds the interpreter's exit (the zygote then sees its connection close and ends)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.jobs: queue.Queue[tuple[Callable[[], Any], queue.Queue[tuple[bool, Any]]]] = queue.Queue()
+        self.thread: threading.Thread | None = None
+        self.pid = 0
+
+    def popen(self, argv: list[str], **kwargs: Any) -> subprocess.Popen[bytes]:
+        done: queue.Queue[tuple[bool, Any]] = queue.Queue(maxsize=1)
+        with self.lock:
+            if self.thread is None or self.pid != os.getpid():  # none yet, or a forked copy of us
+                self.jobs = queue.Queue()
+                self.thread = threading.Thread(
+                    target=self._serve, args=(self.jobs,), name="stark-spawner", daemon=True
+                )
+                self.pid = os.getpid()
+                self.thread.start()
+            jobs = self.jobs
+            jobs.put((lambda: subprocess.Popen(argv, **kwargs), done))
+        ok, value = done.get()
+        if not ok:
+            raise value
+        return value
+
+    @staticmethod
+    def _serve(jobs: queue.Queue[tuple[Callable[[], Any], queue.Queue[tuple[bool, Any]]]]) -> None:
+        while True:
+            job, done = jobs.get()
+            try:
+                done.put((True, job()))
+            except BaseException as exc:  # noqa: BLE001 - handed to the caller, who raises it
+                done.put((False, exc))
+
+
+_SPAWNER = _Spawner()
 _process_zygote: tuple[int, ZygoteClient] | None = None
 _process_lock = threading.Lock()
 
